@@ -1,0 +1,45 @@
+"""spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy with W2NER."""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+setup(
+    name="spacy-w2ner",
+    version="0.1.0",
+    description=(
+        "Unified named entity recognition (flat, nested and discontinuous) for spaCy, "
+        "with the W2NER word-word relation grid model"
+    ),
+    long_description=(HERE / "README.md").read_text(encoding="utf8"),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.9",
+    packages=find_packages(include=["spacy_w2ner", "spacy_w2ner.*"]),
+    include_package_data=True,
+    install_requires=[
+        "spacy>=3.8.0,<3.9.0",
+        "thinc>=8.3.0,<8.4.0",
+        "spacy-transformers>=1.3.0,<1.5.0",
+        "torch>=2.0",
+        "numpy>=1.21",
+        "typer>=0.9",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6"],
+    },
+    entry_points={
+        "spacy_factories": ["w2ner = spacy_w2ner.component:make_w2ner"],
+        "spacy_architectures": ["spacy_w2ner.W2NER.v1 = spacy_w2ner.model:build_w2ner_model"],
+        "spacy_scorers": ["spacy_w2ner.entity_scorer.v1 = spacy_w2ner.scorer:make_entity_scorer"],
+        "spacy_misc": [
+            "spacy_w2ner.bundled_encoder_path.v1 = spacy_w2ner.encoders:bundled_encoder_path",
+        ],
+    },
+    classifiers=[
+        "Framework :: spaCy",
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,218 @@
+"""The Thinc model: tok2vec -> segments -> padded batches -> PyTorch grid network.
+
+``spacy_w2ner.W2NER.v1`` maps a batch of Docs to a list of ``GridBatch``es: each
+holds the segments (sentences or windows, see ``segments.py``) it scores and
+their relation logits, shape (segments, longest, longest, relations). The torch
+module is built lazily at ``initialize``, once the input width (from tok2vec)
+and the number of relations (from the component's labels) are known; a saved
+pipeline rebuilds it from the stored dims before loading weights
+(``load_model_bytes``).
+"""
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import srsly
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import Model
+from thinc.types import ArgsKwargs, Floats2d, Floats3d, Floats4d, Ints1d
+
+from .segments import Segment, batch_by_cells, segment_docs, validate_window
+
+GRID_SCORER_NAME = "w2ner_grid_scorer"
+
+
+@dataclass
+class GridBatch:
+    """Relation logits for a batch of segments, padded to the longest one."""
+
+    segments: List[Segment]
+    logits: Floats4d
+
+
+@registry.architectures("spacy_w2ner.W2NER.v1")
+def build_w2ner_model(
+    tok2vec: Model[List[Doc], List[Floats2d]],
+    lstm_size: int = 512,
+    dist_emb_size: int = 20,
+    region_emb_size: int = 20,
+    conv_size: int = 96,
+    dilations: List[int] = [1, 2, 3],
+    biaffine_size: int = 512,
+    ffnn_size: int = 288,
+    input_dropout: float = 0.5,
+    conv_dropout: float = 0.5,
+    output_dropout: float = 0.33,
+    max_window: int = 256,
+    window_overlap: int = 64,
+    max_grid_cells: int = 65536,
+    mixed_precision: bool = False,
+    grad_scaler_config: dict = {},
+    nO: Optional[int] = None,
+) -> Model[List[Doc], List[GridBatch]]:
+    """W2NER: word vectors from ``tok2vec``, one relation grid per sentence or window.
+
+    Sizes default to the paper's (CADEC) settings. ``max_window`` bounds the
+    grid side (longer stretches are windowed with ``window_overlap`` tokens of
+    overlap); ``max_grid_cells`` bounds segments x longest^2 per torch batch.
+    ``nO`` (the number of relations) is set by the component from its labels.
+    """
+    validate_window(max_window, window_overlap)
+    if max_grid_cells < 1:
+        raise ValueError(f"max_grid_cells must be positive, got {max_grid_cells}")
+    if not dilations or any(d < 1 for d in dilations):
+        raise ValueError(f"dilations must be a non-empty list of positive ints, got {dilations}")
+    hyper = dict(
+        lstm_size=lstm_size,
+        dist_emb_size=dist_emb_size,
+        region_emb_size=region_emb_size,
+        conv_size=conv_size,
+        dilations=list(dilations),
+        biaffine_size=biaffine_size,
+        ffnn_size=ffnn_size,
+        input_dropout=input_dropout,
+        conv_dropout=conv_dropout,
+        output_dropout=output_dropout,
+    )
+    grid_scorer = Model(
+        GRID_SCORER_NAME,
+        _grid_scorer_forward,
+        dims={"nI": None, "nO": nO},
+        attrs={
+            "hyper": hyper,
+            "mixed_precision": mixed_precision,
+            "grad_scaler_config": dict(grad_scaler_config),
+        },
+    )
+    return Model(
+        "w2ner",
+        _w2ner_forward,
+        init=_w2ner_init,
+        layers=[tok2vec, grid_scorer],
+        refs={"tok2vec": tok2vec, "grid_scorer": grid_scorer},
+        attrs={
+            "max_window": max_window,
+            "window_overlap": window_overlap,
+            "max_grid_cells": max_grid_cells,
+        },
+    )
+
+
+def _w2ner_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
+    tok2vec = model.get_ref("tok2vec")
+    grid_scorer = model.get_ref("grid_scorer")
+    if X is not None:
+        tok2vec.initialize(X=X)
+    else:
+        tok2vec.initialize()
+    if not grid_scorer.has_dim("nI"):
+        grid_scorer.set_dim("nI", _infer_width(tok2vec, X))
+    if not grid_scorer.has_dim("nO"):
+        raise ValueError(
+            "The w2ner model needs its number of relations (nO) before initialization: "
+            "initialize it through the w2ner component, which sets it from the labels"
+        )
+    build_grid_scorer(grid_scorer)
+
+
+def _infer_width(tok2vec: Model, X: Optional[List[Doc]]) -> int:
+    if tok2vec.has_dim("nO") is True:
+        return tok2vec.get_dim("nO")
+    if X:
+        vectors = tok2vec.predict(X[:1])
+        return int(vectors[0].shape[1])
+    raise ValueError(
+        "Cannot infer the width of the w2ner tok2vec output: initialize with sample docs"
+    )
+
+
+def build_grid_scorer(grid_scorer: Model) -> None:
+    """Create the torch module for the grid scorer's dims, once."""
+    if grid_scorer.layers:
+        return
+    from thinc.api import PyTorchGradScaler, PyTorchWrapper_v2
+
+    from .network import GridNetwork
+
+    module = GridNetwork(
+        grid_scorer.get_dim("nI"), grid_scorer.get_dim("nO"), **grid_scorer.attrs["hyper"]
+    )
+    wrapper = PyTorchWrapper_v2(
+        module,
+        convert_inputs=_convert_padded_inputs,
+        mixed_precision=grid_scorer.attrs["mixed_precision"],
+        grad_scaler=PyTorchGradScaler(**grid_scorer.attrs["grad_scaler_config"]),
+    )
+    grid_scorer._layers.append(wrapper)
+
+
+def load_model_bytes(model: Model, data: bytes) -> Model:
+    """Load serialized w2ner weights, rebuilding the torch module first."""
+    msg = srsly.msgpack_loads(data)
+    grid_scorer = model.get_ref("grid_scorer")
+    if not grid_scorer.layers:
+        node_ids = [node.id for node in model.walk()]
+        index = node_ids.index(grid_scorer.id)
+        for dim, value in msg["nodes"][index]["dims"].items():
+            if value is not None:
+                grid_scorer.set_dim(dim, value, force=True)
+        build_grid_scorer(grid_scorer)
+    return model.from_dict(msg)
+
+
+def _convert_padded_inputs(model: Model, X: Tuple[Floats3d, Ints1d], is_train: bool):
+    from thinc.api import torch2xp, xp2torch
+    import torch
+
+    vectors, lengths = X
+    vectors_torch = xp2torch(vectors, requires_grad=is_train)
+    lengths_torch = torch.as_tensor(model.ops.to_numpy(lengths), dtype=torch.int64)
+
+    def convert_back(d_inputs: ArgsKwargs) -> Floats3d:
+        return torch2xp(d_inputs.args[0])
+
+    return ArgsKwargs(args=(vectors_torch, lengths_torch), kwargs={}), convert_back
+
+
+def _grid_scorer_forward(model: Model, X: Tuple[Floats3d, Ints1d], is_train: bool):
+    if not model.layers:
+        raise ValueError("The w2ner grid scorer was used before initialization")
+    return model.layers[0](X, is_train)
+
+
+def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
+    tok2vec = model.get_ref("tok2vec")
+    grid_scorer = model.get_ref("grid_scorer")
+    vectors, backprop_tok2vec = tok2vec(docs, is_train)
+    segments = segment_docs(docs, model.attrs["max_window"], model.attrs["window_overlap"])
+    outputs: List[GridBatch] = []
+    callbacks: List[Callable] = []
+    for batch in batch_by_cells(segments, model.attrs["max_grid_cells"]):
+        padded, lengths = _pad_segments(model, vectors, batch)
+        logits, backprop = grid_scorer((padded, lengths), is_train)
+        outputs.append(GridBatch(batch, logits))
+        callbacks.append(backprop)
+
+    def backprop(d_logits: List[Floats4d]) -> Any:
+        d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
+        for batch, d_batch, callback in zip(outputs, d_logits, callbacks):
+            d_padded = callback(d_batch)
+            for k, segment in enumerate(batch.segments):
+                d_vectors[segment.doc_index][segment.start : segment.end] += d_padded[
+                    k, : segment.length
+                ]
+        return backprop_tok2vec(d_vectors)
+
+    return outputs, backprop
+
+
+def _pad_segments(
+    model: Model, vectors: Sequence[Floats2d], batch: Sequence[Segment]
+) -> Tuple[Floats3d, Ints1d]:
+    longest = max(segment.length for segment in batch)
+    width = vectors[batch[0].doc_index].shape[1]
+    padded = model.ops.alloc3f(len(batch), longest, width)
+    for k, segment in enumerate(batch):
+        padded[k, : segment.length] = vectors[segment.doc_index][segment.start : segment.end]
+    lengths = model.ops.asarray1i([segment.length for segment in batch])
+    return padded, lengths

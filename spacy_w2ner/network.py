@@ -1,0 +1,199 @@
+"""The W2NER grid network as a PyTorch module (imported lazily, at model build).
+
+word vectors -> BiLSTM -> conditional layer norm grid + distance and region
+embeddings -> MLP to ``conv_size`` channels -> dilated 2D convolutions ->
+co-predictor (biaffine over words + MLP over grid cells, summed) -> logits.
+
+The grid input of the paper is ``concat(CLN(h_i, h_j), dist(i, j), region(i, j))``
+followed by a 1x1 convolution. That convolution is linear, so it is computed
+part by part: the per-row term of the CLN and both embeddings are projected
+before they are broadcast over the grid, and only ``gamma_i * norm(h_j)`` is
+materialised. Channel dropout (Dropout2d) on the concatenated input is applied
+as the same per-sentence feature mask on each part, which is exactly equivalent.
+"""
+from typing import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+N_DISTANCE_BUCKETS = 20
+REGION_PAD, REGION_UPPER, REGION_LOWER = 0, 1, 2
+
+
+def distance_buckets(length: int, device=None) -> torch.Tensor:
+    """Bucket ids of the signed distance i - j: 0 for i == j, log2 buckets after.
+
+    Positive distances use buckets 1..9, negative ones 11..19.
+    """
+    positions = torch.arange(length, device=device)
+    distance = positions[:, None] - positions[None, :]
+    magnitude = distance.abs()
+    bucket = torch.floor(torch.log2(magnitude.clamp(min=1).float())).long() + 1
+    bucket = bucket.clamp(max=9)
+    bucket = torch.where(magnitude == 0, torch.zeros_like(bucket), bucket)
+    return torch.where(distance < 0, bucket + 10, bucket)
+
+
+def region_ids(grid_mask: torch.Tensor) -> torch.Tensor:
+    """0 for padding, 1 for the upper triangle (i < j), 2 for the lower one and diagonal."""
+    length = grid_mask.shape[-1]
+    lower = torch.ones(length, length, dtype=torch.bool, device=grid_mask.device).tril()
+    ids = torch.where(lower, REGION_LOWER, REGION_UPPER)
+    return torch.where(grid_mask, ids, REGION_PAD)
+
+
+def channel_mask(batch: int, width: int, p: float, training: bool, like: torch.Tensor):
+    """A Dropout2d-style mask: one keep/drop draw per sentence and feature."""
+    if not training or p == 0.0:
+        return None
+    keep = torch.empty(batch, width, device=like.device, dtype=like.dtype).bernoulli_(1 - p)
+    return keep / (1 - p)
+
+
+class GridBuilder(nn.Module):
+    """Conditional layer norm grid + distance/region embeddings, projected to channels."""
+
+    def __init__(self, hidden: int, dist_size: int, region_size: int, channels: int, dropout: float):
+        super().__init__()
+        self.gamma = nn.Linear(hidden, hidden)
+        self.beta = nn.Linear(hidden, hidden)
+        nn.init.zeros_(self.gamma.weight)
+        nn.init.ones_(self.gamma.bias)
+        nn.init.zeros_(self.beta.weight)
+        nn.init.zeros_(self.beta.bias)
+        self.distance = nn.Embedding(N_DISTANCE_BUCKETS, dist_size)
+        self.region = nn.Embedding(3, region_size)
+        self.project_cln = nn.Linear(hidden, channels)
+        self.project_distance = nn.Linear(dist_size, channels, bias=False)
+        self.project_region = nn.Linear(region_size, channels, bias=False)
+        self.dropout = dropout
+
+    def forward(self, words: torch.Tensor, grid_mask: torch.Tensor) -> torch.Tensor:
+        batch, length, hidden = words.shape
+        normed = F.layer_norm(words, (hidden,))
+        gamma = self.gamma(words)  # conditions from word i (the row)
+        beta = self.beta(words)
+        mask = channel_mask(batch, hidden, self.dropout, self.training, words)
+        if mask is not None:
+            gamma = gamma * mask[:, None, :]
+            beta = beta * mask[:, None, :]
+        # CLN(h_i, h_j) = gamma_i * norm(h_j) + beta_i, then the 1x1 convolution.
+        cells = gamma[:, :, None, :] * normed[:, None, :, :]
+        grid = F.linear(cells, self.project_cln.weight)
+        grid = grid + self.project_cln(beta)[:, :, None, :]
+        grid = grid + self._embedding_term(
+            self.distance, self.project_distance, distance_buckets(length, words.device), batch
+        )
+        grid = grid + self._embedding_term(
+            self.region, self.project_region, region_ids(grid_mask), batch
+        )
+        return F.gelu(grid) * grid_mask[..., None]
+
+    def _embedding_term(self, table: nn.Embedding, project: nn.Linear, ids: torch.Tensor, batch: int):
+        mask = channel_mask(batch, table.embedding_dim, self.dropout, self.training, table.weight)
+        if mask is None:
+            return project(table.weight)[ids]
+        # Per-sentence feature dropout, then projection: (batch, n_ids, channels).
+        projected = project(table.weight[None, :, :] * mask[:, None, :])
+        if ids.dim() == 2:
+            ids = ids.expand(batch, -1, -1)
+        index = ids.reshape(batch, -1, 1).expand(-1, -1, projected.shape[-1])
+        return projected.gather(1, index).reshape(batch, ids.shape[1], ids.shape[2], -1)
+
+
+class DilatedConvolutions(nn.Module):
+    """Stacked depthwise 3x3 convolutions with growing dilation; outputs concatenated."""
+
+    def __init__(self, channels: int, dilations: Sequence[int]):
+        super().__init__()
+        self.convs = nn.ModuleList(
+            nn.Conv2d(channels, channels, 3, padding=d, dilation=d, groups=channels)
+            for d in dilations
+        )
+
+    def forward(self, grid: torch.Tensor, grid_mask: torch.Tensor) -> torch.Tensor:
+        mask = grid_mask[:, None, :, :]
+        x = grid.permute(0, 3, 1, 2)  # channels first for Conv2d
+        outputs = []
+        for conv in self.convs:
+            # Padding cells are zeroed after every layer, so what a sentence gets
+            # does not depend on how long the other sentences in its batch are.
+            x = F.gelu(conv(x)) * mask
+            outputs.append(x)
+        return torch.cat(outputs, dim=1).permute(0, 2, 3, 1)
+
+
+class CoPredictor(nn.Module):
+    """Biaffine scores over word pairs plus an MLP over grid cells, summed."""
+
+    def __init__(self, n_classes: int, hidden: int, grid_channels: int, biaffine_size: int, ffnn_size: int, dropout: float):
+        super().__init__()
+        self.head = nn.Linear(hidden, biaffine_size)
+        self.tail = nn.Linear(hidden, biaffine_size)
+        self.biaffine = nn.Parameter(torch.zeros(n_classes, biaffine_size + 1, biaffine_size + 1))
+        self.cell_hidden = nn.Linear(grid_channels, ffnn_size)
+        self.cell_output = nn.Linear(ffnn_size, n_classes)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, words: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+        words = self.dropout(words)
+        head = F.gelu(self.head(words))
+        tail = F.gelu(self.tail(words))
+        ones = head.new_ones(head.shape[:-1] + (1,))
+        head = torch.cat([head, ones], dim=-1)
+        tail = torch.cat([tail, ones], dim=-1)
+        # (batch, i, class, d) @ (batch, 1, d, j) -> (batch, i, class, j)
+        head_u = torch.einsum("bid,cde->bice", head, self.biaffine)
+        pair_scores = torch.einsum("bice,bje->bijc", head_u, tail)
+        cell_scores = self.cell_output(self.dropout(F.gelu(self.cell_hidden(self.dropout(grid)))))
+        return pair_scores + cell_scores
+
+
+class GridNetwork(nn.Module):
+    """Word vectors (batch, length, width) -> relation logits (batch, length, length, classes)."""
+
+    def __init__(
+        self,
+        input_size: int,
+        n_classes: int,
+        *,
+        lstm_size: int = 512,
+        dist_emb_size: int = 20,
+        region_emb_size: int = 20,
+        conv_size: int = 96,
+        dilations: Sequence[int] = (1, 2, 3),
+        biaffine_size: int = 512,
+        ffnn_size: int = 288,
+        input_dropout: float = 0.5,
+        conv_dropout: float = 0.5,
+        output_dropout: float = 0.33,
+    ):
+        super().__init__()
+        if lstm_size % 2:
+            raise ValueError(f"lstm_size must be even (two directions), got {lstm_size}")
+        self.input_dropout = nn.Dropout(input_dropout)
+        self.lstm = nn.LSTM(input_size, lstm_size // 2, batch_first=True, bidirectional=True)
+        self.grid_builder = GridBuilder(lstm_size, dist_emb_size, region_emb_size, conv_size, conv_dropout)
+        self.convolutions = DilatedConvolutions(conv_size, dilations)
+        self.co_predictor = CoPredictor(
+            n_classes, lstm_size, conv_size * len(dilations), biaffine_size, ffnn_size, output_dropout
+        )
+
+    def forward(self, vectors: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = vectors.shape
+        positions = torch.arange(length, device=vectors.device)
+        word_mask = positions[None, :] < lengths.to(vectors.device)[:, None]
+        grid_mask = word_mask[:, :, None] & word_mask[:, None, :]
+        words = self.encode_words(self.input_dropout(vectors), lengths, length)
+        grid = self.grid_builder(words, grid_mask)
+        grid = self.convolutions(grid, grid_mask)
+        # float32 logits even under mixed precision, for a stable loss.
+        return self.co_predictor(words, grid).float()
+
+    def encode_words(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
+        packed = pack_padded_sequence(vectors, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        encoded, _ = self.lstm(packed)
+        words, _ = pad_packed_sequence(encoded, batch_first=True, total_length=length)
+        return words

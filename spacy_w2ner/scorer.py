@@ -1,0 +1,72 @@
+"""Exact-match entity scoring, as in the W2NER paper.
+
+An entity counts as correct when its label and its exact set of token indices
+match a gold entity. Keys (for spans_key "w2ner"):
+
+* ``w2ner_p``, ``w2ner_r``, ``w2ner_f``: all entities;
+* ``w2ner_per_type``: ``{label: {"p", "r", "f"}}``;
+* ``w2ner_discontinuous_f``: only entities with a gap, gold and predicted;
+* ``w2ner_overlapping_f``: only entities sharing a token with another entity of
+  the same doc (gold with gold, predicted with predicted);
+* ``spans_w2ner_p/r/f/per_type``: the same figures under spaCy's span-key names,
+  so ``spacy evaluate --spans-key w2ner`` shows them in its table.
+
+Figures are 0.0 when there is no such entity, gold or predicted.
+"""
+from typing import Any, Callable, Dict, Iterable, Set, Tuple
+
+from spacy.scorer import PRFScore
+from spacy.training import Example
+from spacy.util import registry
+
+from .entities import aligned_gold_entities, fragments_of, get_entities, overlapping
+
+EntityKey = Tuple[str, Tuple[int, ...]]
+
+
+def score_entities(
+    examples: Iterable[Example], spans_key: str = "w2ner", **kwargs: Any
+) -> Dict[str, Any]:
+    """Score the predicted entities of ``doc.spans[spans_key]`` against the gold ones."""
+    overall, discontinuous, overlap = PRFScore(), PRFScore(), PRFScore()
+    per_type: Dict[str, PRFScore] = {}
+    for example in examples:
+        gold, _ = aligned_gold_entities(example, spans_key)
+        predicted = [e.key for e in get_entities(example.predicted, spans_key)]
+        gold_set, predicted_set = set(gold), set(predicted)
+        overall.score_set(predicted_set, gold_set)
+        for label in {label for label, _ in gold_set | predicted_set}:
+            per_type.setdefault(label, PRFScore()).score_set(
+                _with_label(predicted_set, label), _with_label(gold_set, label)
+            )
+        discontinuous.score_set(_discontinuous(predicted_set), _discontinuous(gold_set))
+        overlap.score_set(_overlapping(predicted_set), _overlapping(gold_set))
+    scores = {
+        f"{spans_key}_p": overall.precision,
+        f"{spans_key}_r": overall.recall,
+        f"{spans_key}_f": overall.fscore,
+        f"{spans_key}_per_type": {label: prf.to_dict() for label, prf in sorted(per_type.items())},
+        f"{spans_key}_discontinuous_f": discontinuous.fscore,
+        f"{spans_key}_overlapping_f": overlap.fscore,
+    }
+    for name in ("p", "r", "f", "per_type"):
+        scores[f"spans_{spans_key}_{name}"] = scores[f"{spans_key}_{name}"]
+    return scores
+
+
+@registry.scorers("spacy_w2ner.entity_scorer.v1")
+def make_entity_scorer() -> Callable[..., Dict[str, Any]]:
+    return score_entities
+
+
+def _with_label(entities: Set[EntityKey], label: str) -> Set[EntityKey]:
+    return {e for e in entities if e[0] == label}
+
+
+def _discontinuous(entities: Set[EntityKey]) -> Set[EntityKey]:
+    return {e for e in entities if len(fragments_of(e[1])) > 1}
+
+
+def _overlapping(entities: Set[EntityKey]) -> Set[EntityKey]:
+    ordered = sorted(entities)
+    return {ordered[k] for k in overlapping(ordered)}

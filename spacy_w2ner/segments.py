@@ -1,0 +1,106 @@
+"""Cutting documents into grid segments, and grouping segments into batches.
+
+A grid costs n^2 cells, so a document is never gridded whole. It is cut into
+sentences when it has sentence boundaries, and any stretch longer than
+``max_window`` tokens (a sentence, or the whole unsegmented document) into
+overlapping windows. Each window owns a *core*: the cores partition the
+document, and an entity predicted in a window is kept only when its first token
+lies in that window's core, so each entity is reported once and comes from the
+window that sees the most context around its start.
+"""
+from dataclasses import dataclass
+from typing import Iterator, List, Sequence, Tuple
+
+from spacy.tokens import Doc
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Tokens [start, end) of document ``doc_index``, owning [core_start, core_end)."""
+
+    doc_index: int
+    start: int
+    end: int
+    core_start: int
+    core_end: int
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+    def owns(self, token_index: int) -> bool:
+        return self.core_start <= token_index < self.core_end
+
+
+def validate_window(max_window: int, window_overlap: int) -> None:
+    if max_window < 1:
+        raise ValueError(f"max_window must be at least 1, got {max_window}")
+    if not 0 <= window_overlap < max_window:
+        raise ValueError(
+            f"window_overlap must be in [0, max_window), got {window_overlap} "
+            f"with max_window={max_window}"
+        )
+
+
+def sentence_regions(doc: Doc) -> List[Tuple[int, int]]:
+    """(start, end) of each sentence, or of the whole doc when it has no boundaries."""
+    if len(doc) == 0:
+        return []
+    if doc.has_annotation("SENT_START"):
+        return [(sent.start, sent.end) for sent in doc.sents]
+    return [(0, len(doc))]
+
+
+def window_region(
+    doc_index: int, start: int, end: int, max_window: int, window_overlap: int
+) -> List[Segment]:
+    """Cover tokens [start, end) with windows of at most ``max_window`` tokens."""
+    if end - start <= max_window:
+        return [Segment(doc_index, start, end, start, end)]
+    stride = max_window - window_overlap
+    starts = list(range(start, end - max_window, stride)) + [end - max_window]
+    # The boundary between two cores lies in the middle of the windows' overlap.
+    bounds = [start]
+    for left, right in zip(starts, starts[1:]):
+        bounds.append((right + left + max_window) // 2)
+    bounds.append(end)
+    return [
+        Segment(doc_index, s, s + max_window, bounds[k], bounds[k + 1])
+        for k, s in enumerate(starts)
+    ]
+
+
+def segment_doc(
+    doc: Doc, doc_index: int, max_window: int, window_overlap: int
+) -> List[Segment]:
+    segments: List[Segment] = []
+    for start, end in sentence_regions(doc):
+        segments.extend(window_region(doc_index, start, end, max_window, window_overlap))
+    return segments
+
+
+def segment_docs(
+    docs: Sequence[Doc], max_window: int, window_overlap: int
+) -> List[Segment]:
+    return [
+        segment
+        for i, doc in enumerate(docs)
+        for segment in segment_doc(doc, i, max_window, window_overlap)
+    ]
+
+
+def batch_by_cells(segments: Sequence[Segment], max_cells: int) -> Iterator[List[Segment]]:
+    """Group segments of similar length so that batch size x longest^2 <= max_cells.
+
+    A segment larger than the budget on its own gets a batch of its own.
+    """
+    ordered = sorted(segments, key=lambda s: (s.length, s.doc_index, s.start))
+    batch: List[Segment] = []
+    for segment in ordered:
+        longest = segment.length  # ordered by length: the newest is the longest
+        if batch and (len(batch) + 1) * longest * longest > max_cells:
+            yield batch
+            batch = []
+        batch.append(segment)
+    if batch:
+        yield batch
