@@ -33,6 +33,7 @@ setup(
         "spacy_factories": ["w2ner = spacy_w2ner.component:make_w2ner"],
         "spacy_architectures": ["spacy_w2ner.W2NER.v1 = spacy_w2ner.model:build_w2ner_model"],
         "spacy_scorers": ["spacy_w2ner.entity_scorer.v1 = spacy_w2ner.scorer:make_entity_scorer"],
+        "thinc_layers": ["spacy_w2ner.reduce_max.v1 = spacy_w2ner.pooling:reduce_max_with_empty"],
         "spacy_misc": [
             "spacy_w2ner.bundled_encoder_path.v1 = spacy_w2ner.encoders:bundled_encoder_path",
         ],

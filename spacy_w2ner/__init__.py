@@ -8,6 +8,7 @@ from .component import W2NER, make_w2ner
 from .encoders import bundled_encoder_path
 from .entities import Entity, get_entities, set_entities
 from .model import build_w2ner_model
+from .pooling import reduce_max_with_empty
 from .scorer import score_entities
 
 __version__ = "0.1.0"
@@ -21,4 +22,5 @@ __all__ = [
     "build_w2ner_model",
     "bundled_encoder_path",
     "make_w2ner",
+    "reduce_max_with_empty",
 ]

@@ -8,6 +8,7 @@ and the number of relations (from the component's labels) are known; a saved
 pipeline rebuilds it from the stored dims before loading weights
 (``load_model_bytes``).
 """
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -134,6 +135,7 @@ def build_grid_scorer(grid_scorer: Model) -> None:
 
     from .network import GridNetwork
 
+    _single_threaded_torch_in_forked_children()
     module = GridNetwork(
         grid_scorer.get_dim("nI"), grid_scorer.get_dim("nO"), **grid_scorer.attrs["hyper"]
     )
@@ -144,6 +146,25 @@ def build_grid_scorer(grid_scorer: Model) -> None:
         grad_scaler=PyTorchGradScaler(**grid_scorer.attrs["grad_scaler_config"]),
     )
     grid_scorer._layers.append(wrapper)
+
+
+_FORK_HOOK_REGISTERED = False
+
+
+def _single_threaded_torch_in_forked_children() -> None:
+    """Let forked workers (``nlp.pipe(n_process=...)``) run torch on one thread.
+
+    A child forked after torch used its OpenMP thread pool deadlocks in its first
+    parallel op; with one thread per child no pool is touched. The processes
+    already give the parallelism.
+    """
+    global _FORK_HOOK_REGISTERED
+    if _FORK_HOOK_REGISTERED or not hasattr(os, "register_at_fork"):
+        return
+    import torch
+
+    os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
+    _FORK_HOOK_REGISTERED = True
 
 
 def load_model_bytes(model: Model, data: bytes) -> Model:

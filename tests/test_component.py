@@ -1,0 +1,275 @@
+"""The w2ner component: registration, training, prediction, serialization, edge cases."""
+import random
+import warnings
+
+import numpy as np
+import pytest
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc, DocBin
+from spacy.util import registry
+
+from spacy_w2ner import W2NER, get_entities
+
+from .conftest import SMALL_W2NER_CONFIG, TRAIN_DATA, make_examples, train
+
+
+def entity_keys(doc, key="w2ner"):
+    return [(e.label, e.tokens) for e in get_entities(doc, key)]
+
+
+def predictions(nlp, texts):
+    return [[(e.label, e.tokens, round(e.score, 4)) for e in get_entities(d)] for d in nlp.pipe(texts)]
+
+
+TEXTS = [text for text, _ in TRAIN_DATA]
+
+
+def test_registered_through_entry_points():
+    from importlib.metadata import entry_points
+
+    groups = {
+        "spacy_factories": "w2ner",
+        "spacy_architectures": "spacy_w2ner.W2NER.v1",
+        "spacy_scorers": "spacy_w2ner.entity_scorer.v1",
+        "spacy_misc": "spacy_w2ner.bundled_encoder_path.v1",
+        "thinc_layers": "spacy_w2ner.reduce_max.v1",
+    }
+    for group, name in groups.items():
+        assert name in {ep.name for ep in entry_points(group=group)}, group
+    assert Language.has_factory("w2ner")
+    assert registry.architectures.get("spacy_w2ner.W2NER.v1")
+    assert registry.scorers.get("spacy_w2ner.entity_scorer.v1")
+
+
+def test_factory_found_without_import(tmp_path):
+    """A fresh interpreter finds the factory through the entry point alone."""
+    import subprocess
+    import sys
+
+    code = (
+        "import spacy, sys\n"
+        "nlp = spacy.blank('en'); pipe = nlp.add_pipe('w2ner')\n"
+        "assert type(pipe).__name__ == 'W2NER'\n"
+        "assert 'spacy_w2ner' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
+
+
+def test_overfits_flat_nested_discontinuous(trained_nlp):
+    examples = make_examples(trained_nlp)
+    scores = trained_nlp.evaluate(examples)
+    assert scores["w2ner_f"] == 1.0
+    assert scores["w2ner_discontinuous_f"] == 1.0
+    assert scores["w2ner_overlapping_f"] == 1.0
+    doc = trained_nlp("She had pain in her knees and ankles .")
+    found = get_entities(doc)
+    assert [(e.label, e.text, e.fragments) for e in found] == [
+        ("SYM", "pain in her knees", ((2, 6),)),
+        ("SYM", "pain in her ankles", ((2, 5), (7, 8))),
+    ]
+
+
+def test_doc_spans_contract(trained_nlp):
+    doc = trained_nlp("She had pain in her knees and ankles .")
+    group = doc.spans["w2ner"]
+    # Two entities: one contiguous span, one discontinuous entity in two fragments.
+    assert [(s.start, s.end, s.label_) for s in group] == [(2, 6, "SYM"), (2, 5, "SYM"), (7, 8, "SYM")]
+    ids = [s.id_ for s in group]
+    assert ids[1] == ids[2] != ids[0]
+    scores = group.attrs["scores"]
+    assert len(scores) == len(group)
+    assert scores[1] == scores[2]
+    assert all(0.0 < s <= 1.0 for s in scores)
+
+
+def test_predictions_survive_docbin(trained_nlp):
+    docs = list(trained_nlp.pipe(TEXTS))
+    docbin = DocBin(docs=docs)
+    restored = list(DocBin().from_bytes(docbin.to_bytes()).get_docs(trained_nlp.vocab))
+    for before, after in zip(docs, restored):
+        assert get_entities(after) == get_entities(before)
+        assert np.array_equal(after.spans["w2ner"].attrs["scores"], before.spans["w2ner"].attrs["scores"])
+
+
+def test_save_load_and_bytes_round_trip(trained_nlp, tmp_path):
+    expected = predictions(trained_nlp, TEXTS)
+    trained_nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    assert loaded.get_pipe("w2ner").labels == trained_nlp.get_pipe("w2ner").labels
+    assert predictions(loaded, TEXTS) == expected
+    config = trained_nlp.config
+    from_bytes = spacy.util.load_model_from_config(config, auto_fill=True)
+    from_bytes.from_bytes(trained_nlp.to_bytes())
+    assert predictions(from_bytes, TEXTS) == expected
+    # The component alone, through its own bytes.
+    pipe = trained_nlp.get_pipe("w2ner")
+    fresh = spacy.blank("en")
+    fresh.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    fresh.get_pipe("w2ner").from_bytes(pipe.to_bytes())
+    fresh.vocab.from_bytes(trained_nlp.vocab.to_bytes())
+    assert predictions(fresh, TEXTS) == expected
+
+
+def test_pipe_equals_call(trained_nlp):
+    texts = TEXTS * 3
+    one_by_one = [entity_keys(trained_nlp(t)) for t in texts]
+    assert [entity_keys(d) for d in trained_nlp.pipe(texts, batch_size=5)] == one_by_one
+    assert [entity_keys(d) for d in trained_nlp.pipe(texts, n_process=2, batch_size=2)] == one_by_one
+
+
+@pytest.mark.parametrize("text", ["", " ", "   \n\n  ", ". , ! ?", "\t", "!!! ... ???"])
+def test_degenerate_docs(trained_nlp, text):
+    doc = trained_nlp(text)
+    assert "w2ner" in doc.spans
+    for entity in get_entities(doc):
+        assert all(0 <= i < len(doc) for i in entity.tokens)
+
+
+def test_long_doc_without_sentences_is_windowed_not_truncated(trained_nlp):
+    rng = random.Random(0)
+    pieces = [rng.choice(TEXTS) for _ in range(700)]
+    words = " ".join(pieces).split()
+    doc = Doc(trained_nlp.vocab, words=words)
+    assert len(doc) > 5000 and not doc.has_annotation("SENT_START")
+    doc = trained_nlp(doc)
+    found = get_entities(doc)
+    keys = [(e.label, e.tokens) for e in found]
+    assert len(keys) == len(set(keys)), "an entity was reported twice"
+    # Entities are found in the last window too: nothing is cut off.
+    assert max(e.tokens[-1] for e in found) > len(doc) - 15
+    # Every predicted entity lies inside the doc and within one window's reach.
+    assert all(e.tokens[-1] - e.tokens[0] < 256 for e in found)
+    assert len(found) > 500
+
+
+def test_window_predictions_are_merged_by_core(trained_nlp):
+    """An entity seen by two overlapping windows is kept once, from the window owning its head."""
+    from spacy_w2ner.model import GridBatch
+    from spacy_w2ner.segments import Segment
+
+    pipe = trained_nlp.get_pipe("w2ner")
+    doc = trained_nlp.make_doc(" ".join(["w"] * 12))
+    n_classes = 2 + len(pipe.labels)
+    windows = [Segment(0, 0, 8, 0, 6), Segment(0, 4, 12, 6, 12)]
+
+    def grid(entities):
+        logits = np.zeros((8, 8, n_classes), dtype="float32")
+        logits[..., 0] = 5.0
+        for label_id, tokens in entities:
+            for a, b in zip(tokens, tokens[1:]):
+                logits[a, b, 1] = 10.0
+            logits[tokens[-1], tokens[0], 2 + label_id] = 10.0
+        return logits
+
+    # Doc entity (5, 6): head 5 is in window 0's core; window 1 also sees it.
+    # Doc entity (7, 9): head 7 is in window 1's core; window 0 sees it cut as (7,).
+    first = grid([(0, (5, 6)), (1, (7,))])
+    second = grid([(0, (1, 2)), (1, (3, 5))])
+    logits = np.stack([first, second])
+    result = pipe.decode([doc], [GridBatch(windows, logits)])
+    labels = pipe.labels
+    assert sorted((label, tokens) for label, tokens, _ in result[0]) == sorted(
+        [(labels[0], (5, 6)), (labels[1], (7, 9))]
+    )
+
+
+def test_sentences_are_gridded_separately(trained_nlp):
+    words = "She had pain in her knees and ankles . New York University is in New York .".split()
+    sent_starts = [True] + [False] * 8 + [True] + [False] * 7
+    doc = trained_nlp(Doc(trained_nlp.vocab, words=words, sent_starts=sent_starts))
+    keys = entity_keys(doc)
+    assert ("ORG", (9, 10, 11)) in keys
+    assert ("SYM", (2, 3, 4, 7)) in keys
+
+
+def test_initialize_without_labels_or_examples_is_a_clear_error():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    with pytest.raises(ValueError, match="no labels"):
+        nlp.initialize(lambda: [])
+
+
+def test_initialize_with_labels_and_no_examples():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    nlp.config["initialize"]["components"]["w2ner"] = {"labels": ["A", "B"]}
+    nlp.initialize()
+    assert nlp.get_pipe("w2ner").labels == ("A", "B")
+    assert entity_keys(nlp("some text")) is not None
+
+
+def test_label_data_and_add_label_after_init(trained_nlp):
+    pipe = trained_nlp.get_pipe("w2ner")
+    assert sorted(pipe.label_data) == ["DRUG", "LOC", "ORG", "SYM"]
+    with pytest.raises(ValueError, match="already initialized"):
+        pipe.add_label("NEW")
+    assert pipe.add_label("SYM") == 0
+
+
+def test_unknown_gold_label_is_an_error():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    nlp.config["initialize"]["components"]["w2ner"] = {"labels": ["SYM"]}
+    examples = make_examples(nlp)
+    optimizer = nlp.initialize(lambda: examples)
+    with pytest.raises(ValueError, match="not one of the component's labels"):
+        nlp.update(examples, sgd=optimizer)
+
+
+def test_set_ents_writes_flat_entities(trained_nlp):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config={**SMALL_W2NER_CONFIG, "set_ents": True})
+    nlp.from_bytes(trained_nlp.to_bytes())
+    doc = nlp("New York University is in New York .")
+    assert [(e.text, e.label_) for e in doc.ents] == [("New York University", "ORG"), ("New York", "LOC")]
+    doc = nlp("She had pain in her knees and ankles .")
+    # The discontinuous entity cannot go to doc.ents; the contiguous one does.
+    assert [(e.text, e.label_) for e in doc.ents] == [("pain in her knees", "SYM")]
+
+
+def test_custom_spans_key_renames_scores():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config={**SMALL_W2NER_CONFIG, "spans_key": "ents_all"})
+    examples = make_examples(nlp, spans_key="ents_all")
+    train(nlp, examples, 3)
+    scores = nlp.evaluate(examples)
+    assert "ents_all_f" in scores and "ents_all_discontinuous_f" in scores
+    assert "ents_all" in nlp("New York .").spans
+
+
+def test_decoder_cap_warns(trained_nlp):
+    pipe = trained_nlp.get_pipe("w2ner")
+    doc = trained_nlp.make_doc("a b c d e f")
+    from spacy_w2ner.model import GridBatch
+    from spacy_w2ner.segments import Segment
+
+    n, n_classes = 6, 2 + len(pipe.labels)
+    logits = np.full((1, n, n, n_classes), -5.0, dtype="float32")
+    logits[0][np.triu_indices(n, 1)] = [-5, 5] + [-5] * (n_classes - 2)  # all NNW
+    logits[0, n - 1, 0, 2] = 10.0  # one THW edge spanning the sentence: 16 paths
+    original = pipe.max_paths_per_edge
+    pipe.max_paths_per_edge = 3
+    try:
+        with pytest.warns(UserWarning, match="max_paths_per_edge=3"):
+            result = pipe.decode([doc], [GridBatch([Segment(0, 0, n, 0, n)], logits)])
+    finally:
+        pipe.max_paths_per_edge = original
+    assert len(result[0]) == 3
+
+
+def test_gold_across_sentences_warns():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    words = "pain in knees . and ankles".split()
+    from spacy.training import Example
+
+    from spacy_w2ner import set_entities
+
+    predicted = Doc(nlp.vocab, words=words, sent_starts=[True, False, False, False, True, False])
+    reference = Doc(nlp.vocab, words=words)
+    set_entities(reference, [("SYM", (0, 1, 5), None)])
+    example = Example(predicted, reference)
+    optimizer = nlp.initialize(lambda: [example])
+    with pytest.warns(UserWarning, match="cross a sentence boundary"):
+        nlp.update([example], sgd=optimizer)

@@ -1,0 +1,215 @@
+"""Tests for cutting docs into grid segments and batching them (spacy_w2ner.segments)."""
+from collections import Counter
+
+import pytest
+import spacy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from spacy.tokens import Doc
+
+from spacy_w2ner.segments import (
+    Segment,
+    batch_by_cells,
+    segment_doc,
+    segment_docs,
+    sentence_regions,
+    validate_window,
+    window_region,
+)
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return spacy.blank("en").vocab
+
+
+def check_windows(segments, doc_index, start, end, max_window, overlap):
+    """Assert the windowing invariants for one region [start, end)."""
+    assert segments, "a non-empty region gets at least one segment"
+    covered = set()
+    for seg in segments:
+        assert seg.doc_index == doc_index
+        assert 1 <= seg.length <= max_window
+        assert start <= seg.start < seg.end <= end
+        assert seg.start <= seg.core_start < seg.core_end <= seg.end
+        covered.update(range(seg.start, seg.end))
+    assert covered == set(range(start, end))
+    # Cores partition [start, end), contiguous and in order.
+    assert segments[0].core_start == start
+    assert segments[-1].core_end == end
+    for left, right in zip(segments, segments[1:]):
+        assert left.core_end == right.core_start
+        assert left.start < right.start
+        assert left.end - right.start >= overlap
+    # Each token is owned by exactly one segment.
+    for token in range(start, end):
+        assert sum(seg.owns(token) for seg in segments) == 1
+
+
+# ---------------------------------------------------------------------------
+# window_region
+
+
+def test_short_region_is_one_segment():
+    segments = window_region(3, 10, 15, max_window=8, window_overlap=2)
+    assert segments == [Segment(3, 10, 15, 10, 15)]
+    assert segments[0].length == 5
+    assert segments[0].owns(10) and segments[0].owns(14)
+    assert not segments[0].owns(9) and not segments[0].owns(15)
+
+
+def test_region_exactly_max_window_is_one_segment():
+    assert window_region(0, 0, 8, 8, 3) == [Segment(0, 0, 8, 0, 8)]
+
+
+def test_long_region_concrete():
+    segments = window_region(0, 0, 10, max_window=4, window_overlap=2)
+    check_windows(segments, 0, 0, 10, 4, 2)
+    assert [(s.start, s.end) for s in segments] == [(0, 4), (2, 6), (4, 8), (6, 10)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 63, 64, 65, 100, 257, 1000])
+@pytest.mark.parametrize("max_window", [1, 2, 5, 16, 64])
+@pytest.mark.parametrize("overlap_frac", [0.0, 0.25, 0.5, 0.99])
+def test_window_region_grid(n, max_window, overlap_frac):
+    overlap = min(int(overlap_frac * max_window), max_window - 1)
+    start = 7
+    segments = window_region(2, start, start + n, max_window, overlap)
+    check_windows(segments, 2, start, start + n, max_window, overlap)
+    if n <= max_window:
+        assert len(segments) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 50),
+    st.integers(1, 1000),
+    st.integers(1, 64).flatmap(lambda w: st.tuples(st.just(w), st.integers(0, w - 1))),
+)
+def test_window_region_property(start, n, window):
+    max_window, overlap = window
+    segments = window_region(1, start, start + n, max_window, overlap)
+    check_windows(segments, 1, start, start + n, max_window, overlap)
+    if n <= max_window:
+        assert segments == [Segment(1, start, start + n, start, start + n)]
+
+
+# ---------------------------------------------------------------------------
+# validate_window
+
+
+@pytest.mark.parametrize(
+    "max_window,overlap", [(0, 0), (-3, 0), (4, 4), (4, 5), (4, -1), (1, 1)]
+)
+def test_validate_window_rejects(max_window, overlap):
+    with pytest.raises(ValueError):
+        validate_window(max_window, overlap)
+
+
+@pytest.mark.parametrize("max_window,overlap", [(1, 0), (4, 0), (4, 3), (128, 16)])
+def test_validate_window_accepts(max_window, overlap):
+    validate_window(max_window, overlap)
+
+
+# ---------------------------------------------------------------------------
+# segment_doc
+
+
+def test_empty_doc_has_no_segments(vocab):
+    doc = Doc(vocab, words=[])
+    assert sentence_regions(doc) == []
+    assert segment_doc(doc, 0, 8, 2) == []
+
+
+def test_doc_without_sentences_is_windowed_whole(vocab):
+    doc = Doc(vocab, words=[f"w{i}" for i in range(20)])
+    assert not doc.has_annotation("SENT_START")
+    segments = segment_doc(doc, 4, max_window=6, window_overlap=2)
+    check_windows(segments, 4, 0, 20, 6, 2)
+    assert segments == window_region(4, 0, 20, 6, 2)
+
+    short = Doc(vocab, words=["a", "b", "c"])
+    assert segment_doc(short, 0, 6, 2) == [Segment(0, 0, 3, 0, 3)]
+
+
+def test_short_sentences_give_one_segment_each(vocab):
+    words = ["A", "b", "c", ".", "D", "e", ".", "F", "."]
+    sent_starts = [True, False, False, False, True, False, False, True, False]
+    doc = Doc(vocab, words=words, sent_starts=sent_starts)
+    assert sentence_regions(doc) == [(0, 4), (4, 7), (7, 9)]
+    segments = segment_doc(doc, 1, max_window=5, window_overlap=1)
+    assert segments == [
+        Segment(1, 0, 4, 0, 4),
+        Segment(1, 4, 7, 4, 7),
+        Segment(1, 7, 9, 7, 9),
+    ]
+
+
+def test_long_sentence_is_windowed_inside(vocab):
+    words = [f"w{i}" for i in range(18)]
+    sent_starts = [True, False, False] + [True] + [False] * 11 + [True, False, False]
+    doc = Doc(vocab, words=words, sent_starts=sent_starts)
+    assert sentence_regions(doc) == [(0, 3), (3, 15), (15, 18)]
+    segments = segment_doc(doc, 0, max_window=5, window_overlap=2)
+    assert segments[0] == Segment(0, 0, 3, 0, 3)
+    assert segments[-1] == Segment(0, 15, 18, 15, 18)
+    inner = segments[1:-1]
+    assert len(inner) > 1
+    check_windows(inner, 0, 3, 15, 5, 2)
+    # All cores together still partition the whole doc.
+    owned = Counter(t for seg in segments for t in range(seg.core_start, seg.core_end))
+    assert owned == Counter(range(18))
+
+
+def test_segment_docs_numbers_docs(vocab):
+    docs = [
+        Doc(vocab, words=["a", "b"]),
+        Doc(vocab, words=[]),
+        Doc(vocab, words=[f"w{i}" for i in range(9)]),
+    ]
+    segments = segment_docs(docs, max_window=4, window_overlap=1)
+    assert {s.doc_index for s in segments} == {0, 2}
+    assert [s for s in segments if s.doc_index == 0] == [Segment(0, 0, 2, 0, 2)]
+    check_windows([s for s in segments if s.doc_index == 2], 2, 0, 9, 4, 1)
+
+
+# ---------------------------------------------------------------------------
+# batch_by_cells
+
+
+def check_batches(segments, batches, max_cells):
+    seen = Counter(seg for batch in batches for seg in batch)
+    assert seen == Counter(segments)
+    for batch in batches:
+        assert batch, "no empty batches"
+        longest = max(seg.length for seg in batch)
+        if len(batch) > 1:
+            assert len(batch) * longest * longest <= max_cells
+    for seg in segments:
+        if seg.length * seg.length > max_cells:
+            (batch,) = [b for b in batches if seg in b]
+            assert batch == [seg]
+
+
+def make_segments(lengths):
+    return [Segment(i, 0, length, 0, length) for i, length in enumerate(lengths)]
+
+
+def test_batch_by_cells_concrete():
+    segments = make_segments([3, 10, 2, 2, 5, 40, 3])
+    batches = list(batch_by_cells(segments, max_cells=100))
+    check_batches(segments, batches, 100)
+    # The 40-token segment exceeds the budget alone.
+    assert [segments[5]] in batches
+
+
+def test_batch_by_cells_empty():
+    assert list(batch_by_cells([], max_cells=100)) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 64), max_size=40), st.integers(1, 5000))
+def test_batch_by_cells_property(lengths, max_cells):
+    segments = make_segments(lengths)
+    batches = list(batch_by_cells(segments, max_cells))
+    check_batches(segments, batches, max_cells)
