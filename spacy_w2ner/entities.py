@@ -167,29 +167,30 @@ def flat_entities(entities: Sequence[Entity]) -> List[Entity]:
     return chosen
 
 
-def aligned_gold_entities(example: Example, spans_key: str) -> Tuple[List[Tuple[str, TokenIndices]], int]:
+def aligned_gold_entities(
+    example: Example, spans_key: str
+) -> Tuple[List[Tuple[str, TokenIndices]], List[Entity]]:
     """Gold entities of ``example.reference`` as token indices of ``example.predicted``.
 
-    Returns the entities and the number that could not be aligned (a fragment
-    whose boundaries fall inside a predicted token).
+    Returns the aligned (label, token indices) entities, and the gold entities
+    that could not be aligned (a fragment boundary falls inside a predicted token).
     """
     gold = get_entities(example.reference, spans_key)
     if _same_tokens(example.predicted, example.reference):
-        return [(e.label, e.tokens) for e in gold], 0
+        return [(e.label, e.tokens) for e in gold], []
     aligned: List[Tuple[str, TokenIndices]] = []
-    misaligned = 0
+    misaligned: List[Entity] = []
     for entity in gold:
         fragments = []
         for start, end in entity.fragments:
             span = example.reference[start:end]
             projected = example.get_aligned_spans_y2x([span], allow_overlap=True)
             if len(projected) != 1 or projected[0].text != span.text:
+                misaligned.append(entity)
                 break
             fragments.append((projected[0].start, projected[0].end))
         else:
             aligned.append((entity.label, tokens_of(fragments)))
-            continue
-        misaligned += 1
     return aligned, misaligned
 
 

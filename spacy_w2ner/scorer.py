@@ -11,7 +11,8 @@ match a gold entity. Keys (for spans_key "w2ner"):
 * ``spans_w2ner_p/r/f/per_type``: the same figures under spaCy's span-key names,
   so ``spacy evaluate --spans-key w2ner`` shows them in its table.
 
-Figures are 0.0 when there is no such entity, gold or predicted.
+Figures are 0.0 when there is no such entity, gold or predicted. Gold entities
+that cannot be aligned to the predicted tokenization count as missed.
 """
 from typing import Any, Callable, Dict, Iterable, Set, Tuple
 
@@ -31,10 +32,14 @@ def score_entities(
     overall, discontinuous, overlap = PRFScore(), PRFScore(), PRFScore()
     per_type: Dict[str, PRFScore] = {}
     for example in examples:
-        gold, _ = aligned_gold_entities(example, spans_key)
+        gold, unaligned = aligned_gold_entities(example, spans_key)
         predicted = [e.key for e in get_entities(example.predicted, spans_key)]
         gold_set, predicted_set = set(gold), set(predicted)
         overall.score_set(predicted_set, gold_set)
+        # Gold entities that no predicted tokens can express are misses.
+        overall.fn += len(unaligned)
+        for entity in unaligned:
+            per_type.setdefault(entity.label, PRFScore()).fn += 1
         for label in {label for label, _ in gold_set | predicted_set}:
             per_type.setdefault(label, PRFScore()).score_set(
                 _with_label(predicted_set, label), _with_label(gold_set, label)

@@ -273,3 +273,30 @@ def test_gold_across_sentences_warns():
     optimizer = nlp.initialize(lambda: [example])
     with pytest.warns(UserWarning, match="cross a sentence boundary"):
         nlp.update([example], sgd=optimizer)
+
+
+def test_learn_rate_scale_applies_to_grid_network_only():
+    """One Adam step from the same start: the head moves `scale` times further, tok2vec alike."""
+    from thinc.api import Adam
+
+    def one_step(scale):
+        spacy.util.fix_random_seed(0)
+        nlp = spacy.blank("en")
+        nlp.add_pipe("w2ner", config={**SMALL_W2NER_CONFIG, "learn_rate_scale": scale})
+        examples = make_examples(nlp)
+        nlp.initialize(lambda: examples)
+        pipe = nlp.get_pipe("w2ner")
+        module = pipe.model.get_ref("grid_scorer").layers[0].shims[0]._model
+        tok2vec = pipe.model.get_ref("tok2vec")
+        head_before = module.co_predictor.cell_output.weight.detach().clone()
+        embed = next(n for n in tok2vec.walk() if n.has_param("E"))
+        embed_before = embed.get_param("E").copy()
+        nlp.update(examples, sgd=Adam(1e-3, grad_clip=0.0, L2=0.0, use_averages=False))
+        head_step = (module.co_predictor.cell_output.weight.detach() - head_before).abs().max().item()
+        embed_step = float(np.abs(embed.get_param("E") - embed_before).max())
+        return head_step, embed_step
+
+    head_1, embed_1 = one_step(1.0)
+    head_10, embed_10 = one_step(10.0)
+    assert head_10 == pytest.approx(10 * head_1, rel=1e-3)
+    assert embed_10 == pytest.approx(embed_1, rel=1e-3)

