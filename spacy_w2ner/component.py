@@ -23,7 +23,7 @@ from .entities import (
     set_entities,
 )
 from .grid import decode_grid, encode_grid, n_relations
-from .model import GridBatch, load_model_bytes
+from .model import GridBatch, load_model_bytes, relations_and_confidences
 from .scorer import score_entities
 from .segments import Segment
 
@@ -219,7 +219,10 @@ class W2NER(TrainablePipe):
         found: List[Dict[Tuple[str, TokenIndices], float]] = [{} for _ in docs]
         truncated = 0
         for batch in outputs:
-            relations, confidences = self._relations_of(batch.logits)
+            if batch.relations is None:
+                relations, confidences = relations_and_confidences(self.model.ops, batch.logits)
+            else:
+                relations, confidences = batch.relations, batch.confidences
             for k, segment in enumerate(batch.segments):
                 n = segment.length
                 result = decode_grid(
@@ -236,12 +239,6 @@ class W2NER(TrainablePipe):
                 "first ones were kept. Raise max_paths_per_edge or train the model further."
             )
         return [[(label, tokens, score) for (label, tokens), score in doc_found.items()] for doc_found in found]
-
-    def _relations_of(self, logits: Floats4d) -> Tuple[np.ndarray, np.ndarray]:
-        probs = self.model.ops.softmax(logits, axis=-1)
-        relations = self.model.ops.to_numpy(probs.argmax(axis=-1))
-        confidences = self.model.ops.to_numpy(probs.max(axis=-1))
-        return relations, confidences
 
     def _collect(self, doc_found: Dict, segment: Segment, entities) -> None:
         for entity in entities:

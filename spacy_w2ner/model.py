@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import srsly
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -25,10 +26,18 @@ GRID_SCORER_NAME = "w2ner_grid_scorer"
 
 @dataclass
 class GridBatch:
-    """Relation logits for a batch of segments, padded to the longest one."""
+    """Grid scores for a batch of segments, padded to the longest one.
+
+    In training: ``logits`` (segments, longest, longest, relations). At inference
+    the logits are reduced at once to what decoding needs, several times smaller:
+    ``relations`` (the argmax relation ids, int16) and ``confidences`` (their
+    probabilities, float32), both numpy.
+    """
 
     segments: List[Segment]
-    logits: Floats4d
+    logits: Optional[Floats4d] = None
+    relations: Optional[np.ndarray] = None
+    confidences: Optional[np.ndarray] = None
 
 
 @registry.architectures("spacy_w2ner.W2NER.v1")
@@ -211,8 +220,11 @@ def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
     for batch in batch_by_cells(segments, model.attrs["max_grid_cells"]):
         padded, lengths = _pad_segments(model, vectors, batch)
         logits, backprop = grid_scorer((padded, lengths), is_train)
-        outputs.append(GridBatch(batch, logits))
-        callbacks.append(backprop)
+        if is_train:
+            outputs.append(GridBatch(batch, logits))
+            callbacks.append(backprop)
+        else:
+            outputs.append(GridBatch(batch, None, *relations_and_confidences(model.ops, logits)))
 
     def backprop(d_logits: List[Floats4d]) -> Any:
         d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
@@ -225,6 +237,14 @@ def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
         return backprop_tok2vec(d_vectors)
 
     return outputs, backprop
+
+
+def relations_and_confidences(ops, logits: Floats4d) -> Tuple[np.ndarray, np.ndarray]:
+    """Argmax relation ids and their probabilities, as numpy."""
+    probs = ops.softmax(logits, axis=-1)
+    relations = ops.to_numpy(probs.argmax(axis=-1).astype("int16"))
+    confidences = ops.to_numpy(probs.max(axis=-1))
+    return relations, confidences
 
 
 def _pad_segments(

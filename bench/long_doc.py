@@ -1,0 +1,73 @@
+"""Time and peak memory of w2ner against document length.
+
+Each (length, sentences) case runs in a fresh process, so the peak RSS is its own:
+    python bench/long_doc.py MODEL_DIR --lengths 1000 5000 20000 50000
+Prints a table and writes JSON with --output. Growth = peak RSS - RSS after loading.
+"""
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+WORDS = (
+    "She had severe pain in her knees and ankles after taking Lipitor for two weeks . "
+    "The patient at Toronto General Hospital reported nausea , dizziness and muscle aches . "
+).split()
+
+
+def run_case(model: str, length: int, sentences: bool) -> dict:
+    import spacy
+    from spacy.tokens import Doc
+
+    nlp = spacy.load(model)
+    nlp(Doc(nlp.vocab, words=WORDS))  # warm up
+    loaded_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    words = (WORDS * (length // len(WORDS) + 1))[:length]
+    sent_starts = [w == "." for w in [None] + words[:-1]] if sentences else None
+    if sent_starts:
+        sent_starts[0] = True
+    doc = Doc(nlp.vocab, words=words, sent_starts=sent_starts)
+    start = time.perf_counter()
+    doc = nlp(doc)
+    seconds = time.perf_counter() - start
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    key = next(p.spans_key for _, p in nlp.pipeline if hasattr(p, "spans_key"))
+    return {
+        "tokens": length,
+        "sentences": sentences,
+        "seconds": round(seconds, 2),
+        "tokens_per_s": round(length / seconds, 1),
+        "rss_loaded_mb": round(loaded_kb / 1024),
+        "rss_growth_mb": round((peak_kb - loaded_kb) / 1024),
+        "entities": len({s.id_ for s in doc.spans[key]}),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("model")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 5000, 20000, 50000])
+    parser.add_argument("--output")
+    parser.add_argument("--case", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(run_case(args.model, int(args.case[0]), args.case[1] == "1")))
+        return
+    rows = []
+    for sentences in (False, True):
+        for length in args.lengths:
+            out = subprocess.run(
+                [sys.executable, __file__, args.model, "--case", str(length), str(int(sentences))],
+                capture_output=True, text=True, check=True,
+            )
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(json.dumps(rows[-1]), flush=True)
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
