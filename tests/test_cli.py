@@ -1,0 +1,44 @@
+"""spaCy's command line with w2ner: init labels, train from labels, evaluate."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import spacy
+from spacy.tokens import DocBin
+
+from .conftest import make_examples
+
+ROOT = Path(__file__).resolve().parents[1]
+CNN_CONFIG = ROOT / "project" / "configs" / "w2ner_cnn_cpu.cfg"
+SMALL = [
+    "--components.w2ner.model.lstm_size=32",
+    "--components.w2ner.model.conv_size=16",
+    "--components.w2ner.model.biaffine_size=32",
+    "--components.w2ner.model.ffnn_size=32",
+]
+
+
+def run(*args):
+    result = subprocess.run([sys.executable, "-m", *map(str, args)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_init_labels_then_train_with_label_reader(tmp_path):
+    data = tmp_path / "train.spacy"
+    DocBin(docs=[eg.reference for eg in make_examples(spacy.blank("en"))]).to_disk(data)
+    paths = ["--paths.train", data, "--paths.dev", data]
+    run("spacy", "init", "labels", CNN_CONFIG, tmp_path / "labels", *paths, *SMALL)
+    labels = json.loads((tmp_path / "labels" / "w2ner.json").read_text())
+    assert sorted(labels) == ["DRUG", "LOC", "ORG", "SYM"]
+    config = spacy.util.load_config(CNN_CONFIG)
+    config["initialize"]["components"]["w2ner"] = {
+        "labels": {"@readers": "spacy.read_labels.v1", "path": str(tmp_path / "labels" / "w2ner.json")}
+    }
+    config.to_disk(tmp_path / "config.cfg")
+    out = run("spacy", "train", tmp_path / "config.cfg", "--output", tmp_path / "out", *paths, *SMALL,
+              "--training.max_steps", 4, "--training.eval_frequency", 2)
+    assert "W2NER_F" in out
+    nlp = spacy.load(tmp_path / "out" / "model-last")
+    assert sorted(nlp.get_pipe("w2ner").labels) == sorted(labels)
