@@ -126,24 +126,37 @@ def set_entities(
     doc: Doc,
     entities: Iterable[Tuple[str, Sequence[int], Optional[float]]],
     spans_key: str = "w2ner",
+    ids: Optional[Sequence[str]] = None,
 ) -> None:
     """Write (label, token indices, score) entities to ``doc.spans[spans_key]``.
 
-    Entities are written in position order; entity k gets id ``e{k}``. Scores
-    go to ``attrs["scores"]`` when every entity has one.
+    Entities are written in position order; entity k gets id ``e{k}``, or, when
+    ``ids`` is given (one non-empty, unique id per entity, in the order of
+    ``entities``), its own id (e.g. a brat ``T3``). Scores go to
+    ``attrs["scores"]`` when every entity has one.
     """
+    entities = list(entities)
+    if ids is not None:
+        ids = list(ids)
+        if len(ids) != len(entities):
+            raise ValueError(f"set_entities got {len(ids)} ids for {len(entities)} entities")
+        if not all(isinstance(i, str) and i for i in ids) or len(set(ids)) != len(ids):
+            raise ValueError(f"set_entities needs unique, non-empty string ids, got {ids}")
     ordered = sorted(
-        ((label, tuple(sorted(set(tokens))), score) for label, tokens, score in entities),
+        (
+            (label, tuple(sorted(set(tokens))), score, None if ids is None else ids[k])
+            for k, (label, tokens, score) in enumerate(entities)
+        ),
         key=lambda e: entity_sort_key(e[0], e[1]),
     )
     spans: List[Span] = []
     span_scores: List[float] = []
-    for k, (label, tokens, score) in enumerate(ordered):
+    for k, (label, tokens, score, entity_id) in enumerate(ordered):
         for start, end in fragments_of(tokens):
-            spans.append(Span(doc, start, end, label=label, span_id=f"e{k}"))
+            spans.append(Span(doc, start, end, label=label, span_id=entity_id or f"e{k}"))
             span_scores.append(np.nan if score is None else score)
     doc.spans[spans_key] = spans
-    if ordered and all(score is not None for _, _, score in ordered):
+    if ordered and all(score is not None for _, _, score, _ in ordered):
         doc.spans[spans_key].attrs[SCORES_ATTR] = np.asarray(span_scores, dtype="float32")
     elif not ordered:
         doc.spans[spans_key].attrs[SCORES_ATTR] = np.zeros((0,), dtype="float32")

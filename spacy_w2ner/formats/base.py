@@ -1,0 +1,140 @@
+"""What every format shares: the error type, the counts of a conversion, DocBin output."""
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Union
+
+from spacy.tokens import Doc, DocBin
+
+from ..entities import get_entities, overlapping
+
+# Keys of ``doc.user_data`` written by the readers (kept in a DocBin with user data).
+NAME_KEY = "w2ner_name"  # brat: the document's name (path of the .txt without suffix)
+IGNORED_KEY = "w2ner_ignored"  # brat: {kind: count} of annotations that are not entities
+REPAIRED_KEY = "w2ner_repaired"  # tag formats: entities whose tag sequence was malformed
+
+
+class FormatError(ValueError):
+    """Malformed corpus input; the message names the file and the line or record."""
+
+
+@dataclass
+class CorpusSummary:
+    """Counts kept by a conversion: what went in must come out.
+
+    ``sentences`` is known when every doc is a sentence (``sentence_docs=True``,
+    as for W2NER JSON, Dai, CoNLL and BMES input) or when every doc has sentence
+    boundaries (then ``doc.sents`` is counted); otherwise it stays ``None`` and
+    ``as_dict`` leaves it out. ``ignored`` counts annotations that are not entities
+    (brat relations, events, attributes, notes), per kind; ``repaired`` counts
+    entities read from a malformed tag sequence (e.g. a BIO entity starting with
+    ``I-``). Both are left out of ``as_dict`` when there are none.
+    """
+
+    documents: int = 0
+    tokens: int = 0
+    entities: int = 0
+    discontinuous: int = 0
+    overlapping: int = 0
+    per_label: Counter = field(default_factory=Counter)
+    sentence_docs: bool = False
+    ignored: Counter = field(default_factory=Counter)
+    repaired: int = 0
+    _sentences: int = field(default=0, repr=False)
+    _sentences_known: bool = field(default=True, repr=False)
+
+    def add(self, doc: Doc, spans_key: str) -> None:
+        entities = get_entities(doc, spans_key)
+        self.documents += 1
+        self.tokens += len(doc)
+        self.entities += len(entities)
+        self.discontinuous += sum(e.is_discontinuous for e in entities)
+        self.overlapping += len(overlapping([(e.label, e.tokens) for e in entities]))
+        self.per_label.update(e.label for e in entities)
+        self.ignored.update(doc.user_data.get(IGNORED_KEY, {}))
+        self.repaired += int(doc.user_data.get(REPAIRED_KEY, 0))
+        if self.sentence_docs:
+            self._sentences += 1
+        elif doc.has_annotation("SENT_START"):
+            self._sentences += sum(1 for _ in doc.sents)
+        elif len(doc):
+            self._sentences_known = False
+
+    @property
+    def sentences(self) -> Optional[int]:
+        return self._sentences if self._sentences_known else None
+
+    def as_dict(self) -> Dict[str, object]:
+        result: Dict[str, object] = {"documents": self.documents}
+        if self.sentences is not None:
+            result["sentences"] = self.sentences
+        result.update(
+            {
+                "tokens": self.tokens,
+                "entities": self.entities,
+                "discontinuous": self.discontinuous,
+                "overlapping": self.overlapping,
+                "per_label": dict(sorted(self.per_label.items())),
+            }
+        )
+        if self.repaired:
+            result["repaired_entities"] = self.repaired
+        if self.ignored:
+            result["ignored_annotations"] = dict(sorted(self.ignored.items()))
+        return result
+
+
+def write_docbin(
+    docs: Iterable[Doc],
+    path: Union[str, Path],
+    spans_key: str = "w2ner",
+    summary: Optional[CorpusSummary] = None,
+) -> CorpusSummary:
+    """Save docs to a .spacy file and return their counts (added to ``summary`` if given)."""
+    summary = CorpusSummary() if summary is None else summary
+    docbin = DocBin(store_user_data=True)
+    for doc in docs:
+        summary.add(doc, spans_key)
+        docbin.add(doc)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    docbin.to_disk(path)
+    return summary
+
+
+def summarize(docs: Iterable[Doc], spans_key: str = "w2ner", sentence_docs: bool = False) -> CorpusSummary:
+    """The counts of docs, without writing them."""
+    summary = CorpusSummary(sentence_docs=sentence_docs)
+    for doc in docs:
+        summary.add(doc, spans_key)
+    return summary
+
+
+def entity_texts(doc: Doc, spans_key: str = "w2ner") -> List[str]:
+    """Human-readable entities: label, text and fragments (for CLI output)."""
+    lines = []
+    for entity in get_entities(doc, spans_key):
+        fragments = " + ".join(f"[{doc[s:e].text}]" for s, e in entity.fragments)
+        score = "" if entity.score is None else f" ({entity.score:.2f})"
+        lines.append(f"{entity.label:>6}  {entity.text}{score}  {fragments if entity.is_discontinuous else ''}".rstrip())
+    return lines
+
+
+def read_text(path: Union[str, Path], newline: Optional[str] = None) -> str:
+    """A UTF-8 file's text; undecodable bytes raise FormatError naming file:line.
+
+    With ``newline=None`` line ends are translated to ``\\n`` and a byte order mark
+    is dropped; with ``newline=""`` the text is returned exactly as decoded (for
+    formats that count characters, such as brat).
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise FormatError(f"{path}:{line}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
+    if newline is None:  # universal newlines, as open() reads text
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+    return text
