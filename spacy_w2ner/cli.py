@@ -1,38 +1,118 @@
-"""Command line: ``python -m spacy_w2ner convert|show``."""
+"""Command line: ``python -m spacy_w2ner convert|export|show``."""
 import json
 from pathlib import Path
-from typing import List
+from typing import Iterable, Iterator, List
 
 import typer
 
 app = typer.Typer(help="spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy", no_args_is_help=True)
 
-FORMATS = ["w2ner-json"]
+FORMATS = ["w2ner-json", "dai", "conll", "bmes", "brat"]
+EXPORT_FORMATS = ["w2ner-json", "brat"]
+PROGRESS_EVERY = 1000
+
+
+def _progress(docs: Iterable, every: int = PROGRESS_EVERY) -> Iterator:
+    """Pass docs through, printing a count to stderr every ``every`` documents."""
+    count = 0
+    for count, doc in enumerate(docs, start=1):
+        if count % every == 0:
+            typer.echo(f"  ... {count} documents", err=True)
+        yield doc
 
 
 @app.command()
 def convert(
     input_format: str = typer.Argument(..., help=f"Input format: {', '.join(FORMATS)}"),
-    input_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="Input file"),
+    input_path: Path = typer.Argument(
+        ..., exists=True, help="Input file (brat: a directory of .txt/.ann pairs, or one .txt)"
+    ),
     output_dir: Path = typer.Argument(..., help="Directory for the .spacy file"),
-    lang: str = typer.Option("en", help="Language of the blank vocab"),
+    lang: str = typer.Option("en", help="Language of the blank vocab (brat: and of its tokenizer)"),
     spans_key: str = typer.Option("w2ner", help="doc.spans key for the entities"),
+    tag_column: int = typer.Option(-1, help="conll: index of the tag column (default: the last)"),
+    scheme: str = typer.Option("BIO", help="conll: tag scheme, BIO, IOB1 or BIOES (also BILOU)"),
+    tokenizer: str = typer.Option("spacy", help="brat: 'spacy' (spacy.blank(lang)'s tokenizer) or 'whitespace'"),
+    sentencizer: bool = typer.Option(False, help="brat: set sentence boundaries with spaCy's sentencizer"),
+    check_text: bool = typer.Option(True, help="brat: check each annotation's text against its offsets"),
+    name: str = typer.Option("", help="Name of the output file, without .spacy (default: the input's name)"),
 ):
-    """Convert a corpus file to a .spacy DocBin with the doc.spans contract, and print its counts."""
+    """Convert a corpus to a .spacy DocBin with the doc.spans contract, and print its counts as JSON.
+
+    Malformed input stops the conversion with exit code 1 and a message naming file:line.
+    """
     import spacy
 
-    from .formats import FormatError, read_w2ner_json, write_docbin
+    from . import formats
 
     if input_format not in FORMATS:
         raise typer.BadParameter(f"unknown format {input_format!r}; choose from {FORMATS}")
+    if input_path.is_dir() and input_format != "brat":
+        raise typer.BadParameter(f"{input_path} is a directory; only the brat format reads a directory")
+    if tokenizer not in ("spacy", "whitespace"):
+        raise typer.BadParameter(f"--tokenizer must be 'spacy' or 'whitespace', got {tokenizer!r}")
     nlp = spacy.blank(lang)
-    output_path = output_dir / (input_path.stem + ".spacy")
+    vocab = nlp.vocab
     try:
-        summary = write_docbin(read_w2ner_json(input_path, nlp.vocab, spans_key), output_path, spans_key)
-    except FormatError as err:
+        if input_format == "w2ner-json":
+            docs = formats.read_w2ner_json(input_path, vocab, spans_key)
+        elif input_format == "dai":
+            docs = formats.read_dai_text(input_path, vocab, spans_key)
+        elif input_format == "conll":
+            docs = formats.read_conll(input_path, vocab, spans_key, tag_column=tag_column, scheme=scheme)
+        elif input_format == "bmes":
+            docs = formats.read_bmes(input_path, vocab, spans_key)
+        else:
+            if sentencizer:
+                nlp.add_pipe("sentencizer")
+            tokenize = None if tokenizer == "whitespace" else (nlp if sentencizer else nlp.tokenizer)
+            docs = formats.read_brat_collection(input_path, vocab, spans_key, tokenize, check_text=check_text)
+    except ValueError as err:  # bad options (scheme, tag column)
+        raise typer.BadParameter(str(err))
+    name = name or (input_path.name if input_path.is_dir() else input_path.stem)
+    output_path = output_dir / (name + ".spacy")
+    summary = formats.CorpusSummary(sentence_docs=input_format != "brat")
+    try:
+        formats.write_docbin(_progress(docs), output_path, spans_key, summary=summary)
+    except formats.FormatError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{input_path} -> {output_path}")
+    typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
+
+
+@app.command()
+def export(
+    output_format: str = typer.Argument(..., help=f"Output format: {', '.join(EXPORT_FORMATS)}"),
+    input_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="A .spacy DocBin"),
+    output: Path = typer.Argument(..., help="w2ner-json: the .json file; brat: a directory"),
+    lang: str = typer.Option("en", help="Language of the blank vocab"),
+    spans_key: str = typer.Option("w2ner", help="doc.spans key of the entities"),
+):
+    """Write the entities of a .spacy DocBin as W2NER JSON or brat, and print their counts as JSON."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    from . import formats
+
+    if output_format not in EXPORT_FORMATS:
+        raise typer.BadParameter(f"unknown format {output_format!r}; choose from {EXPORT_FORMATS}")
+    vocab = spacy.blank(lang).vocab
+    try:
+        docs = list(_progress(DocBin().from_disk(input_path).get_docs(vocab)))
+    except Exception as err:  # not a DocBin
+        typer.echo(f"error: {input_path}: cannot read a .spacy DocBin ({err})", err=True)
+        raise typer.Exit(1)
+    try:
+        summary = formats.summarize(docs, spans_key, sentence_docs=False)
+        if output_format == "w2ner-json":
+            formats.write_w2ner_json(docs, output, spans_key)
+        else:
+            formats.docs_to_brat(docs, output, spans_key)
+    except ValueError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{input_path} -> {output}")
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
 
 

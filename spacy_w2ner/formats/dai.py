@@ -14,7 +14,7 @@ Three lines per sentence::
 
 Ranges may come in any order; ranges of one mention that share a token are an
 error, adjacent ranges simply make a contiguous entity. Blank lines at the end
-of the file and a missing last blank line are tolerated; anything else that
+of the file, and a file ending after a line of tokens or mentions, are tolerated; anything else that
 does not fit raises ``FormatError`` naming ``file:line``.
 """
 import re
@@ -34,20 +34,16 @@ def read_dai_text(path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ner"
     """Docs (one per sentence) from a file in Dai et al.'s inline format."""
     path = Path(path)
     lines = read_text(path).split("\n")
-    while lines and not lines[-1].strip():
-        lines.pop()
     i = 0
     while i < len(lines):
         token_line = lines[i]
         if not token_line.strip():
+            if not any(line.strip() for line in lines[i:]):
+                return  # blank lines at the end of the file
             raise FormatError(f"{path}:{i + 1}: expected a line of tokens, got a blank line")
         words = _TOKEN_SEPARATOR.split(token_line.strip(" \t"))
-        if i + 1 >= len(lines):
-            raise FormatError(
-                f"{path}:{i + 2}: the file ends after the tokens of line {i + 1}; "
-                "expected a line of mentions (empty if none) and a blank line"
-            )
-        entities = parse_dai_mentions(lines[i + 1], len(words), f"{path}:{i + 2}")
+        mention_line = lines[i + 1] if i + 1 < len(lines) else ""  # the file may end here
+        entities = parse_dai_mentions(mention_line, len(words), f"{path}:{i + 2}")
         if i + 2 < len(lines) and lines[i + 2].strip():
             raise FormatError(
                 f"{path}:{i + 3}: expected a blank line after the mentions of line {i + 2}, "

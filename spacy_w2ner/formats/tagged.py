@@ -30,7 +30,7 @@ SCHEMES = {
     "BIOES": ("BIES", r"S|BI*E"),
     "IOBES": ("BIES", r"S|BI*E"),
     "BILOU": ("BILU", r"U|BI*L"),  # L- = E-, U- = S-
-    "BMES": ("BMIES", r"S|BM*E|BI*"),  # M- = I-; I- is accepted too (BIO files)
+    "BMES": ("BMIES", r"S|B[MI]*E|BI*"),  # M- = I-; I- is accepted too (BIO and BIOES files)
 }
 _CANONICAL = {"M": "I", "L": "E", "U": "S"}
 
@@ -106,11 +106,15 @@ def read_conll(
     ``I-`` after ``O`` or after another type starts an entity; in BIOES an
     ``I-``/``E-`` without ``B-`` starts one and a ``B-``/``I-`` not followed
     by ``I-``/``E-`` ends one. Such entities are counted as repaired.
+    A bad ``scheme`` or ``tag_column`` raises ValueError at the call.
     """
-    scheme = _check_scheme(scheme, ("BIO", "IOB2", "IOB1", "BIOES", "IOBES", "BILOU"))
+    scheme = check_scheme(scheme)
     if tag_column == 0:
         raise ValueError("tag_column 0 is the token column; the tags must be in another column")
-    path = Path(path)
+    return _read_conll(Path(path), vocab, spans_key, tag_column, scheme)
+
+
+def _read_conll(path: Path, vocab: Vocab, spans_key: str, tag_column: int, scheme: str) -> Iterator[Doc]:
     words: List[str] = []
     tags: List[Tag] = []
     for number, line in enumerate(read_text(path).split("\n"), start=1):
@@ -146,7 +150,8 @@ def read_bmes(path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ner") ->
     sentence may start inside an entity (Resume's train file has two sentence
     breaks inside an ORG): an ``M-``/``I-``/``E-`` without ``B-`` starts a new
     entity, and an entity still open at the end of a sentence ends there; both
-    are counted as repaired.
+    are counted as repaired (a ``B-`` or ``B-I-...`` run without ``E-`` is a
+    well-formed BIO entity and is not).
     """
     path = Path(path)
     words: List[str] = []
@@ -179,7 +184,11 @@ def _tagged_doc(
     return doc
 
 
-def _check_scheme(scheme: str, allowed: Sequence[str]) -> str:
-    if scheme.upper() not in allowed:
+CONLL_SCHEMES = ("BIO", "IOB2", "IOB1", "BIOES", "IOBES", "BILOU")
+
+
+def check_scheme(scheme: str, allowed: Sequence[str] = CONLL_SCHEMES) -> str:
+    """The scheme's canonical (upper-case) name; ValueError if it is not allowed."""
+    if not isinstance(scheme, str) or scheme.upper() not in allowed:
         raise ValueError(f"unknown tag scheme {scheme!r}; choose from {', '.join(allowed)}")
     return scheme.upper()

@@ -60,15 +60,26 @@ def w2ner_record_to_doc(record: dict, vocab: Vocab, spans_key: str, where: str) 
 
 
 def docs_to_w2ner_json(docs: Iterable[Doc], spans_key: str = "w2ner") -> List[dict]:
-    """W2NER JSON records for docs (gold or predicted), entities in position order."""
+    """W2NER JSON records for docs (gold or predicted), entities in position order.
+
+    W2NER tokens cannot contain whitespace, so whitespace tokens (the line breaks
+    and runs of spaces that spaCy's tokenizer keeps, e.g. in docs read from brat)
+    are left out of ``sentence`` and the entity indices are renumbered. An entity
+    that includes a whitespace token raises ValueError naming the doc.
+    """
     records = []
-    for doc in docs:
-        records.append(
-            {
-                "sentence": [token.text for token in doc],
-                "ner": [{"index": list(e.tokens), "type": e.label} for e in get_entities(doc, spans_key)],
-            }
-        )
+    for doc_index, doc in enumerate(docs):
+        kept = [token.i for token in doc if not token.is_space]
+        new_index = {old: new for new, old in enumerate(kept)}
+        ner = []
+        for entity in get_entities(doc, spans_key):
+            if any(t not in new_index for t in entity.tokens):
+                raise ValueError(
+                    f"doc {doc_index}: entity {entity.label} {entity.text!r} (tokens {list(entity.tokens)}) "
+                    "includes a whitespace token, which W2NER JSON cannot represent"
+                )
+            ner.append({"index": [new_index[t] for t in entity.tokens], "type": entity.label})
+        records.append({"sentence": [doc[i].text for i in kept], "ner": ner})
     return records
 
 

@@ -1,0 +1,120 @@
+"""Corpus readers for a training config's ``[corpora]``, straight from the corpus files.
+
+Each ``spacy_w2ner.*Corpus.v1`` takes ``path`` (and the format's options) and
+returns a callable ``(nlp) -> Iterator[Example]``. The reference Doc has the
+corpus tokens and the entities in ``doc.spans[spans_key]``; the predicted Doc
+has exactly the same tokens (words and trailing spaces), not ``nlp``'s
+tokenization, so the gold grid aligns with the predicted tokens::
+
+    [corpora.train]
+    @readers = "spacy_w2ner.ConllCorpus.v1"
+    path = ${paths.train}
+    scheme = "BIO"
+
+Malformed input raises ``FormatError`` (file:line) when the corpus is read.
+"""
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Optional, Union
+
+from spacy.language import Language
+from spacy.tokens import Doc
+from spacy.training import Example
+from spacy.util import registry
+from spacy.vocab import Vocab
+
+from .formats import read_bmes, read_brat_collection, read_conll, read_dai_text, read_w2ner_json
+from .formats.tagged import check_scheme
+
+PathLike = Union[str, Path]
+DocReader = Callable[[Language], Iterable[Doc]]
+
+
+class ConvertedCorpus:
+    """Examples from a corpus file read by one of the ``spacy_w2ner.formats`` readers."""
+
+    def __init__(self, read: DocReader, path: Optional[PathLike], limit: int = 0):
+        if path is None:
+            raise ValueError("spacy_w2ner corpus reader: 'path' is not set (e.g. paths.train is null)")
+        self.path = Path(path)
+        self.read = read
+        self.limit = limit
+
+    def __call__(self, nlp: Language) -> Iterator[Example]:
+        if not self.path.exists():
+            raise ValueError(f"spacy_w2ner corpus reader: {self.path} does not exist")
+        for i, reference in enumerate(self.read(nlp)):
+            if self.limit and i >= self.limit:
+                break
+            yield Example(same_tokens(reference, nlp.vocab), reference)
+
+
+def same_tokens(reference: Doc, vocab: Vocab) -> Doc:
+    """A blank Doc with the reference's tokens (words and trailing spaces)."""
+    return Doc(
+        vocab,
+        words=[token.text for token in reference],
+        spaces=[bool(token.whitespace_) for token in reference],
+    )
+
+
+@registry.readers("spacy_w2ner.W2NERJsonCorpus.v1")
+def create_w2ner_json_corpus(
+    path: Optional[PathLike], spans_key: str = "w2ner", limit: int = 0
+) -> Callable[[Language], Iterator[Example]]:
+    """W2NER JSON records (``{"sentence": [...], "ner": [...]}``), one Example each."""
+    return ConvertedCorpus(lambda nlp: read_w2ner_json(path, nlp.vocab, spans_key), path, limit)
+
+
+@registry.readers("spacy_w2ner.DaiCorpus.v1")
+def create_dai_corpus(
+    path: Optional[PathLike], spans_key: str = "w2ner", limit: int = 0
+) -> Callable[[Language], Iterator[Example]]:
+    """Dai et al.'s inline discontinuous-NER format, one Example per sentence."""
+    return ConvertedCorpus(lambda nlp: read_dai_text(path, nlp.vocab, spans_key), path, limit)
+
+
+@registry.readers("spacy_w2ner.ConllCorpus.v1")
+def create_conll_corpus(
+    path: Optional[PathLike],
+    tag_column: int = -1,
+    scheme: str = "BIO",
+    spans_key: str = "w2ner",
+    limit: int = 0,
+) -> Callable[[Language], Iterator[Example]]:
+    """CoNLL columns (BIO, IOB1 or BIOES tags in ``tag_column``), one Example per sentence."""
+    check_scheme(scheme)
+    if tag_column == 0:
+        raise ValueError("tag_column 0 is the token column; the tags must be in another column")
+    return ConvertedCorpus(
+        lambda nlp: read_conll(path, nlp.vocab, spans_key, tag_column=tag_column, scheme=scheme), path, limit
+    )
+
+
+@registry.readers("spacy_w2ner.BmesCorpus.v1")
+def create_bmes_corpus(
+    path: Optional[PathLike], spans_key: str = "w2ner", limit: int = 0
+) -> Callable[[Language], Iterator[Example]]:
+    """Character-level BMES (Chinese), one Example per sentence."""
+    return ConvertedCorpus(lambda nlp: read_bmes(path, nlp.vocab, spans_key), path, limit)
+
+
+@registry.readers("spacy_w2ner.BratCorpus.v1")
+def create_brat_corpus(
+    path: Optional[PathLike],
+    tokenizer: str = "spacy",
+    spans_key: str = "w2ner",
+    check_text: bool = True,
+    limit: int = 0,
+) -> Callable[[Language], Iterator[Example]]:
+    """brat standoff (a directory of .txt/.ann pairs, or one .txt), one Example per document.
+
+    ``tokenizer`` is ``"spacy"`` (the pipeline's own tokenizer) or ``"whitespace"``.
+    """
+    if tokenizer not in ("spacy", "whitespace"):
+        raise ValueError(f"tokenizer must be 'spacy' or 'whitespace', got {tokenizer!r}")
+
+    def read(nlp: Language) -> Iterator[Doc]:
+        tokenize = nlp.tokenizer if tokenizer == "spacy" else None
+        return read_brat_collection(path, nlp.vocab, spans_key, tokenize, check_text=check_text)
+
+    return ConvertedCorpus(read, path, limit)
