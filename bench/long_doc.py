@@ -6,7 +6,6 @@ Prints a table and writes JSON with --output. Growth = peak RSS - RSS after load
 """
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -17,13 +16,17 @@ WORDS = (
 ).split()
 
 
+from memory import peak_rss_mb, reset_peak, rss_mb  # noqa: E402  (bench/ is on sys.path)
+
+
 def run_case(model: str, length: int, sentences: bool) -> dict:
     import spacy
     from spacy.tokens import Doc
 
     nlp = spacy.load(model)
     nlp(Doc(nlp.vocab, words=WORDS))  # warm up
-    loaded_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    loaded_mb = rss_mb()
+    reset_peak()
     words = (WORDS * (length // len(WORDS) + 1))[:length]
     sent_starts = [w == "." for w in [None] + words[:-1]] if sentences else None
     if sent_starts:
@@ -32,15 +35,16 @@ def run_case(model: str, length: int, sentences: bool) -> dict:
     start = time.perf_counter()
     doc = nlp(doc)
     seconds = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak_rss_mb()
     key = next(p.spans_key for _, p in nlp.pipeline if hasattr(p, "spans_key"))
     return {
         "tokens": length,
         "sentences": sentences,
         "seconds": round(seconds, 2),
         "tokens_per_s": round(length / seconds, 1),
-        "rss_loaded_mb": round(loaded_kb / 1024),
-        "rss_growth_mb": round((peak_kb - loaded_kb) / 1024),
+        "rss_loaded_mb": round(loaded_mb),
+        "rss_peak_mb": round(peak),
+        "rss_growth_mb": round(peak - loaded_mb),
         "entities": len({s.id_ for s in doc.spans[key]}),
     }
 

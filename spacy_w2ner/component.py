@@ -234,9 +234,10 @@ class W2NER(TrainablePipe):
                 self._collect(found[segment.doc_index], segment, result.entities)
         if truncated:
             warnings.warn(
-                f"[{self.name}] {truncated} tail-head grid cells had more than "
-                f"max_paths_per_edge={self.max_paths_per_edge} entity paths; only the "
-                "first ones were kept. Raise max_paths_per_edge or train the model further."
+                f"[{self.name}] {truncated} tail-head grid cells were not fully read: they had "
+                f"more than max_paths_per_edge={self.max_paths_per_edge} entity paths, or their "
+                "sentence more than 16 paths per word. Only the first paths were kept; "
+                "a grid like this comes from an undertrained model."
             )
         return [[(label, tokens, score) for (label, tokens), score in doc_found.items()] for doc_found in found]
 

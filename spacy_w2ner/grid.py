@@ -13,7 +13,8 @@ links is an entity. The number of paths per THW cell is capped, so a badly
 trained grid cannot make decoding explode in time or memory.
 """
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence, Tuple
+from itertools import chain
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -29,8 +30,7 @@ def n_relations(n_labels: int) -> int:
     return THW_OFFSET + n_labels
 
 
-@dataclass(frozen=True)
-class DecodedEntity:
+class DecodedEntity(NamedTuple):
     """An entity read off a grid: label id, sorted word indices and confidence."""
 
     label_id: int
@@ -92,6 +92,7 @@ def decode_grid(
     confidences: Optional[np.ndarray] = None,
     *,
     max_paths_per_edge: int = 64,
+    max_paths_per_word: int = 16,
 ) -> DecodeResult:
     """Read the entities off a relation grid.
 
@@ -100,6 +101,10 @@ def decode_grid(
         lowest probability among its NNW cells and its THW cell (its weakest link).
         Without it every score is 1.0.
     max_paths_per_edge: at most this many NNW paths are read for one THW cell.
+    max_paths_per_word: at most ``max_paths_per_word * n`` paths are read for the
+        whole grid (THW cells in (tail, head) order), so a degenerate grid with
+        thousands of THW cells stays cheap. THW cells left unread, or cut at the
+        per-cell cap, are counted in ``truncated_edges``.
     """
     n = relations.shape[0]
     if n == 0:
@@ -109,56 +114,77 @@ def decode_grid(
     tails, heads = np.nonzero(lower)
     if len(tails) == 0:
         return DecodeResult([], 0)
+    labels = relations[tails, heads] - THW_OFFSET
     nnw = np.triu(relations == NNW, k=1)
-    multi_word = tails > heads
-    reach = reachability(nnw) if multi_word.any() else None
+    reach = reachability(nnw) if (tails > heads).any() else None
     successors = [np.flatnonzero(row).tolist() for row in nnw] if reach is not None else []
-    entities: List[DecodedEntity] = []
+    budget = max_paths_per_word * n
+    found: List[Tuple[int, TokenIndices]] = []
     truncated = 0
-    for tail, head in zip(tails.tolist(), heads.tolist()):
-        label_id = int(relations[tail, head]) - THW_OFFSET
+    for k, (tail, head) in enumerate(zip(tails.tolist(), heads.tolist())):
+        if len(found) >= budget:
+            truncated += len(tails) - k
+            break
         if tail == head:
-            paths = [(head,)]
-        else:
-            if not reach[head, tail]:
-                continue
-            paths, was_cut = _paths_between(successors, reach, head, tail, max_paths_per_edge)
-            truncated += was_cut
-        for path in paths:
-            score = _path_score(confidences, path) if confidences is not None else 1.0
-            entities.append(DecodedEntity(label_id, path, score))
+            found.append((int(labels[k]), (head,)))
+            continue
+        if not reach[head, tail]:
+            continue
+        cap = min(max_paths_per_edge, budget - len(found))
+        paths, was_cut = _paths_between(successors, reach[:, tail], head, tail, cap)
+        truncated += was_cut
+        found.extend((int(labels[k]), path) for path in paths)
+    scores = _path_scores(confidences, [path for _, path in found])
+    entities = [DecodedEntity(label, path, score) for (label, path), score in zip(found, scores)]
     return DecodeResult(entities, truncated)
 
 
 def _paths_between(
-    successors: List[List[int]], reach: np.ndarray, head: int, tail: int, cap: int
+    successors: List[List[int]], can_reach_tail: np.ndarray, head: int, tail: int, cap: int
 ) -> Tuple[List[TokenIndices], bool]:
-    """Enumerate NNW paths head -> tail, depth first, stopping after ``cap`` paths.
+    """The first ``cap`` NNW paths head -> tail in lexicographic order, and whether more exist.
 
-    Branches that cannot reach the tail are pruned, so every step taken leads to a
-    path: the work is bounded by cap x path length.
+    Depth first with one lazy iterator per level, and branches that cannot reach
+    the tail pruned: every step leads to a path, so the work is bounded by the
+    first path's length plus a few steps per further path.
     """
-    can_reach_tail = reach[:, tail]
-    paths: List[TokenIndices] = []
-    stack: List[Tuple[int, TokenIndices]] = [(head, (head,))]
-    while stack:
-        node, prefix = stack.pop()
-        # Push in reverse so that paths come out in lexicographic order.
-        for nxt in reversed(successors[node]):
+
+    def steps_from(node: int) -> Iterator[int]:
+        for nxt in successors[node]:
             if nxt > tail:
-                continue
-            if nxt == tail:
-                if len(paths) >= cap:
-                    return sorted(paths), True
-                paths.append(prefix + (tail,))
-            elif can_reach_tail[nxt]:
-                stack.append((nxt, prefix + (nxt,)))
-    return sorted(paths), False
+                return
+            if nxt == tail or can_reach_tail[nxt]:
+                yield nxt
+
+    paths: List[TokenIndices] = []
+    prefix = [head]
+    pending = [steps_from(head)]
+    while pending:
+        nxt = next(pending[-1], None)
+        if nxt is None:
+            pending.pop()
+            prefix.pop()
+        elif nxt == tail:
+            if len(paths) >= cap:
+                return paths, True
+            paths.append(tuple(prefix) + (tail,))
+        else:
+            prefix.append(nxt)
+            pending.append(steps_from(nxt))
+    return paths, False
 
 
-def _path_score(confidences: np.ndarray, path: TokenIndices) -> float:
-    idx = np.asarray(path)
-    weakest = float(confidences[idx[-1], idx[0]])
-    if len(idx) > 1:
-        weakest = min(weakest, float(confidences[idx[:-1], idx[1:]].min()))
-    return weakest
+def _path_scores(confidences: Optional[np.ndarray], paths: List[TokenIndices]) -> List[float]:
+    """The weakest-link score of each path, computed for all paths at once."""
+    if confidences is None or not paths:
+        return [1.0] * len(paths)
+    lengths = np.fromiter((len(p) for p in paths), dtype=np.int64, count=len(paths))
+    flat = np.fromiter(chain.from_iterable(paths), dtype=np.int64, count=int(lengths.sum()))
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    ends = starts + lengths
+    scores = confidences[flat[ends - 1], flat[starts]].astype(np.float64)
+    # Link k joins flat[k] -> flat[k + 1]; the last word of a path links to nothing.
+    links = np.empty(len(flat), dtype=np.float64)
+    links[:-1] = confidences[flat[:-1], flat[1:]]
+    links[ends - 1] = np.inf
+    return np.minimum(scores, np.minimum.reduceat(links, starts)).tolist()

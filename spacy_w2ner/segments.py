@@ -89,18 +89,32 @@ def segment_docs(
     ]
 
 
-def batch_by_cells(segments: Sequence[Segment], max_cells: int) -> Iterator[List[Segment]]:
+def batch_by_cells(
+    segments: Sequence[Segment],
+    max_cells: int,
+    max_padding: float = 1.25,
+    min_cells: int = 1024,
+) -> Iterator[List[Segment]]:
     """Group segments of similar length so that batch size x longest^2 <= max_cells.
 
-    A segment larger than the budget on its own gets a batch of its own.
+    Segments are sorted by length, and a batch is also closed when padding every
+    segment to the longest would compute more than ``max_padding`` times the cells
+    of the segments themselves, once the batch holds ``min_cells`` padded cells
+    (small batches cost more in per-call overhead than in padding). A segment
+    larger than the budget on its own gets a batch of its own.
     """
     ordered = sorted(segments, key=lambda s: (s.length, s.doc_index, s.start))
     batch: List[Segment] = []
+    real_cells = 0
     for segment in ordered:
         longest = segment.length  # ordered by length: the newest is the longest
-        if batch and (len(batch) + 1) * longest * longest > max_cells:
+        padded = (len(batch) + 1) * longest * longest
+        too_padded = padded > max_padding * (real_cells + longest * longest)
+        big_enough = batch and len(batch) * batch[-1].length ** 2 >= min_cells
+        if batch and (padded > max_cells or (too_padded and big_enough)):
             yield batch
-            batch = []
+            batch, real_cells = [], 0
         batch.append(segment)
+        real_cells += longest * longest
     if batch:
         yield batch

@@ -286,6 +286,37 @@ def test_path_cap_exactly_path_count_is_not_truncated():
     assert result.truncated_edges == 0
 
 
+def test_paths_come_out_in_lexicographic_order():
+    result = decode_grid(full_grid(6), max_paths_per_edge=5)
+    paths = [e.tokens for e in result.entities]
+    assert paths == [(0, 1, 2, 3, 4, 5), (0, 1, 2, 3, 5), (0, 1, 2, 4, 5), (0, 1, 2, 5), (0, 1, 3, 4, 5)]
+
+
+def test_grid_wide_path_budget_bounds_a_degenerate_grid():
+    n = 30
+    grid = np.triu(np.full((n, n), NNW, dtype=np.int64), k=1)
+    grid[np.tril_indices(n)] = THW_OFFSET  # every lower cell closes an entity
+    result = decode_grid(grid, max_paths_per_edge=4, max_paths_per_word=2)
+    assert len(result.entities) == 2 * n
+    # THW cells are read in (tail, head) order: all of tails 0..k, then the budget ends.
+    read = sorted({(e.tokens[-1], e.tokens[0]) for e in result.entities})
+    assert read[:3] == [(0, 0), (1, 0), (1, 1)]
+    n_cells = n * (n + 1) // 2
+    assert result.truncated_edges >= n_cells - len(read)
+
+
+def test_vectorised_scores_match_each_path():
+    rng = np.random.default_rng(0)
+    grid = full_grid(9)
+    grid[5, 2] = THW_OFFSET + 1
+    grid[4, 4] = THW_OFFSET
+    conf = rng.uniform(0.1, 1.0, size=(9, 9))
+    for entity in decode_grid(grid, conf, max_paths_per_edge=50).entities:
+        path = entity.tokens
+        links = [conf[a, b] for a, b in zip(path, path[1:])]
+        assert entity.score == pytest.approx(min([conf[path[-1], path[0]]] + links))
+
+
 # ---------------------------------------------------------------------------
 # Reachability
 

@@ -203,13 +203,38 @@ def test_batch_by_cells_concrete():
     assert [segments[5]] in batches
 
 
+def test_batch_by_cells_limits_padding():
+    # 100 short segments and 10 long ones: the long ones get batches of their own.
+    segments = make_segments([4] * 100 + [60] * 10)
+    batches = list(batch_by_cells(segments, max_cells=100_000, max_padding=1.25, min_cells=1024))
+    check_batches(segments, batches, 100_000)
+    assert all(len({seg.length for seg in batch}) == 1 for batch in batches)
+    # Without the padding limit everything fits in one batch padded to 60.
+    assert len(list(batch_by_cells(segments, max_cells=1_000_000, max_padding=float("inf")))) == 1
+
+
+def test_batch_by_cells_small_batches_may_pad():
+    segments = make_segments([2, 3, 4])  # 29 real cells, 48 padded: fewer than min_cells
+    assert len(list(batch_by_cells(segments, max_cells=100_000, min_cells=1024))) == 1
+
+
 def test_batch_by_cells_empty():
     assert list(batch_by_cells([], max_cells=100)) == []
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(1, 64), max_size=40), st.integers(1, 5000))
-def test_batch_by_cells_property(lengths, max_cells):
+@given(
+    st.lists(st.integers(1, 64), max_size=40),
+    st.integers(1, 5000),
+    st.floats(1.0, 4.0),
+    st.integers(0, 2000),
+)
+def test_batch_by_cells_property(lengths, max_cells, max_padding, min_cells):
     segments = make_segments(lengths)
-    batches = list(batch_by_cells(segments, max_cells))
+    batches = list(batch_by_cells(segments, max_cells, max_padding, min_cells))
     check_batches(segments, batches, max_cells)
+    for batch in batches[:-1]:  # a batch that could have been padded less was closed early enough
+        longest = max(seg.length for seg in batch)
+        padded = len(batch) * longest * longest
+        if len(batch) > 1 and (len(batch) - 1) * batch[-2].length ** 2 >= min_cells:
+            assert padded <= max_padding * sum(seg.length ** 2 for seg in batch) + 1e-9

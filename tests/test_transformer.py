@@ -87,3 +87,38 @@ def test_spacy_train_and_evaluate_cli(tmp_path):
         assert key in metrics
     loaded = spacy.load(tmp_path / "out" / "model-last")
     assert "w2ner" in loaded(TRAIN_DATA[0][0]).spans
+
+
+def test_chunked_encoder_gives_the_same_vectors_and_entities():
+    """ChunkedTransformerModel.v1 encodes a long doc's spans in chunks when predicting:
+    same vectors and entities as one pass, and the pipeline still saves and loads."""
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    words = ("She had severe pain in her knees and ankles after Lipitor . " * 120).split()  # ~1300 tokens
+    doc_one_pass = nlp.make_doc(" ".join(words))
+    encoder = nlp.get_pipe("transformer").model.layers[0]
+    assert encoder.attrs["max_spans_per_pass"] == 64
+    encoder.attrs["max_spans_per_pass"] = 10_000
+    doc_one_pass = nlp(doc_one_pass)
+    encoder.attrs["max_spans_per_pass"] = 3  # ~14 spans of 128 tokens: 5 passes
+    doc_chunked = nlp(nlp.make_doc(" ".join(words)))
+    one_pass = doc_one_pass._.trf_data.model_output.last_hidden_state
+    chunked = doc_chunked._.trf_data.model_output.last_hidden_state
+    assert one_pass.shape == chunked.shape and one_pass.shape[0] > 3
+    assert abs(one_pass - chunked).max() < 1e-4
+    assert [(e.label, e.tokens) for e in get_entities(doc_one_pass)] == [
+        (e.label, e.tokens) for e in get_entities(doc_chunked)
+    ]
+
+
+def test_chunked_encoder_round_trips_through_disk(tmp_path):
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    assert loaded.get_pipe("transformer").model.layers[0].attrs["max_spans_per_pass"] == 64
+    text = "She had pain in her knees and ankles . " * 200
+    doc, loaded_doc = nlp(text), loaded(text)
+    assert [(s.start, s.end, s.label_) for s in doc.spans["w2ner"]] == [
+        (s.start, s.end, s.label_) for s in loaded_doc.spans["w2ner"]
+    ]
