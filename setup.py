@@ -34,6 +34,7 @@ setup(
         "spacy_architectures": [
             "spacy_w2ner.W2NER.v1 = spacy_w2ner.model:build_w2ner_model",
             "spacy_w2ner.ChunkedTransformerModel.v1 = spacy_w2ner.encoders:chunked_transformer_model",
+            "spacy_w2ner.TransformerListener.v1 = spacy_w2ner.encoders:chunked_transformer_listener",
         ],
         "spacy_scorers": ["spacy_w2ner.entity_scorer.v1 = spacy_w2ner.scorer:make_entity_scorer"],
         "thinc_layers": ["spacy_w2ner.reduce_max.v1 = spacy_w2ner.pooling:reduce_max_with_empty"],

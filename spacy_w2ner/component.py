@@ -44,7 +44,7 @@ conv_dropout = 0.5
 output_dropout = 0.33
 max_window = 256
 window_overlap = 64
-max_grid_cells = 65536
+max_grid_cells = 32768
 mixed_precision = false
 
 [model.tok2vec]

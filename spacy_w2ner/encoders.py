@@ -5,6 +5,7 @@ from typing import Callable
 
 from spacy.util import registry
 from thinc.api import Model
+from thinc.types import Ragged
 
 
 @registry.misc("spacy_w2ner.bundled_encoder_path.v1")
@@ -86,4 +87,53 @@ def _concatenate_outputs(outputs: list):
 
 
 def _no_backprop(d_output):
-    raise RuntimeError("spacy_w2ner.ChunkedTransformerModel.v1 has no backward pass when predicting")
+    raise RuntimeError("spacy_w2ner's chunked encoder layers have no backward pass when predicting")
+
+
+@registry.architectures("spacy_w2ner.TransformerListener.v1")
+def chunked_transformer_listener(
+    pooling: Model, grad_factor: float = 1.0, upstream: str = "*", max_tokens_per_pass: int = 4096
+) -> Model:
+    """spacy-transformers' ``TransformerListener.v1`` that pools word pieces into token
+    vectors ``max_tokens_per_pass`` tokens at a time when predicting.
+
+    The original gathers every word-piece row of a doc (with the overlap of the
+    strided spans) into new arrays before pooling, several times the doc's
+    output in memory; on a 50,000-token doc that is hundreds of megabytes. The
+    token vectors are the same; training is unchanged.
+    """
+    from spacy_transformers.architectures import transformer_listener_tok2vec_v1
+
+    if max_tokens_per_pass < 1:
+        raise ValueError(f"max_tokens_per_pass must be at least 1, got {max_tokens_per_pass}")
+    model = transformer_listener_tok2vec_v1(pooling, grad_factor, upstream)
+    to_arrays = model.layers[1]
+    to_arrays.attrs["max_tokens_per_pass"] = max_tokens_per_pass
+    to_arrays._func = partial(_pool_in_chunks, to_arrays._func)
+    return model
+
+
+def _pool_in_chunks(forward: Callable, model: Model, trf_datas: list, is_train: bool):
+    """trfs2arrays' forward; when predicting, pooled a chunk of tokens at a time."""
+    if is_train:
+        return forward(model, trf_datas, is_train)
+    pooling = model.layers[0]
+    size = model.attrs["max_tokens_per_pass"]
+    outputs = []
+    for trf_data in trf_datas:
+        hidden = getattr(trf_data, "model_output", {}).get("last_hidden_state")
+        if hidden is None or hidden.size == 0:
+            outputs.append(model.ops.alloc2f(0, 0))  # an empty doc, as spacy-transformers gives it
+            continue
+        src = model.ops.reshape2f(hidden, -1, trf_data.width)
+        indices = model.ops.xp.asarray(trf_data.align.dataXd).reshape(-1)
+        lengths = model.ops.asarray1i(trf_data.align.lengths)
+        starts = model.ops.xp.concatenate([model.ops.xp.zeros(1, dtype="int64"), lengths.cumsum()])
+        n_tokens = len(lengths)
+        pooled = []
+        for first in range(0, n_tokens, size):
+            last = min(first + size, n_tokens)
+            rows = src[indices[int(starts[first]) : int(starts[last])]]
+            pooled.append(pooling.predict(Ragged(rows, lengths[first:last])))
+        outputs.append(model.ops.xp.concatenate(pooled) if len(pooled) > 1 else pooled[0])
+    return outputs, _no_backprop

@@ -30,7 +30,7 @@ class GridBatch:
 
     In training: ``logits`` (segments, longest, longest, relations). At inference
     the logits are reduced at once to what decoding needs, several times smaller:
-    ``relations`` (the argmax relation ids, int16) and ``confidences`` (their
+    ``relations`` (the argmax relation ids, uint8, or int16 past 254 labels) and ``confidences`` (their
     probabilities, float32), both numpy.
     """
 
@@ -55,7 +55,7 @@ def build_w2ner_model(
     output_dropout: float = 0.33,
     max_window: int = 256,
     window_overlap: int = 64,
-    max_grid_cells: int = 65536,
+    max_grid_cells: int = 32768,
     mixed_precision: bool = False,
     grad_scaler_config: dict = {},
     nO: Optional[int] = None,
@@ -242,7 +242,8 @@ def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
 def relations_and_confidences(ops, logits: Floats4d) -> Tuple[np.ndarray, np.ndarray]:
     """Argmax relation ids and their probabilities, as numpy."""
     probs = ops.softmax(logits, axis=-1)
-    relations = ops.to_numpy(probs.argmax(axis=-1).astype("int16"))
+    relation_type = "uint8" if logits.shape[-1] <= 256 else "int16"  # kept per window until decoded
+    relations = ops.to_numpy(probs.argmax(axis=-1).astype(relation_type))
     confidences = ops.to_numpy(probs.max(axis=-1))
     return relations, confidences
 

@@ -11,7 +11,7 @@ before they are broadcast over the grid, and only ``gamma_i * norm(h_j)`` is
 materialised. Channel dropout (Dropout2d) on the concatenated input is applied
 as the same per-sentence feature mask on each part, which is exactly equivalent.
 """
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch import nn
@@ -42,6 +42,31 @@ def region_ids(grid_mask: torch.Tensor) -> torch.Tensor:
     lower = torch.ones(length, length, dtype=torch.bool, device=grid_mask.device).tril()
     ids = torch.where(lower, REGION_LOWER, REGION_UPPER)
     return torch.where(grid_mask, ids, REGION_PAD)
+
+
+PREDICT_BLOCK_CELLS = 16384
+
+
+def row_blocks(batch: int, length: int, block_cells: Optional[int] = None):
+    """Row slices for building a (batch, length, length, ...) tensor piecewise.
+
+    When gradients are recorded (training) it is one slice: autograd keeps every
+    piece anyway. When predicting, each block holds about ``block_cells`` cells,
+    which bounds the memory of a long window's grid.
+    """
+    block_cells = PREDICT_BLOCK_CELLS if block_cells is None else block_cells
+    if torch.is_grad_enabled() or batch * length * length <= block_cells:
+        return [slice(0, length)]
+    rows = max(1, block_cells // max(1, batch * length))
+    return [slice(start, min(start + rows, length)) for start in range(0, length, rows)]
+
+
+def by_row_blocks(compute, batch: int, length: int) -> torch.Tensor:
+    """``compute(rows)`` over the row blocks of ``row_blocks``, concatenated on dim 1."""
+    blocks = row_blocks(batch, length)
+    if len(blocks) == 1:
+        return compute(blocks[0])
+    return torch.cat([compute(rows) for rows in blocks], dim=1)
 
 
 def channel_mask(batch: int, width: int, p: float, training: bool, like: torch.Tensor):
@@ -80,8 +105,13 @@ class GridBuilder(nn.Module):
             gamma = gamma * mask[:, None, :]
             beta = beta * mask[:, None, :]
         # CLN(h_i, h_j) = gamma_i * norm(h_j) + beta_i, then the 1x1 convolution.
-        cells = gamma[:, :, None, :] * normed[:, None, :, :]
-        grid = F.linear(cells, self.project_cln.weight)
+        # The (batch, n, n, hidden) product is the largest tensor of the network:
+        # when predicting, it is built a block of rows at a time.
+        grid = by_row_blocks(
+            lambda rows: F.linear(gamma[:, rows, None, :] * normed[:, None, :, :], self.project_cln.weight),
+            batch,
+            length,
+        )
         grid = grid + self.project_cln(beta)[:, :, None, :]
         grid = grid + self._embedding_term(
             self.distance, self.project_distance, distance_buckets(length, words.device), batch
@@ -148,7 +178,12 @@ class CoPredictor(nn.Module):
         # (batch, i, class, d) @ (batch, 1, d, j) -> (batch, i, class, j)
         head_u = torch.einsum("bid,cde->bice", head, self.biaffine)
         pair_scores = torch.einsum("bice,bje->bijc", head_u, tail)
-        cell_scores = self.cell_output(self.dropout(F.gelu(self.cell_hidden(self.dropout(grid)))))
+        batch, length = grid.shape[:2]
+        cell_scores = by_row_blocks(
+            lambda rows: self.cell_output(self.dropout(F.gelu(self.cell_hidden(self.dropout(grid[:, rows]))))),
+            batch,
+            length,
+        )
         return pair_scores + cell_scores
 
 

@@ -19,7 +19,7 @@ def reduce_max_with_empty() -> Model[Ragged, Floats2d]:
 def _forward(model: Model, Xr: Ragged, is_train: bool) -> Tuple[Floats2d, Callable]:
     ops = model.ops
     lengths = ops.to_numpy(Xr.lengths)
-    width = Xr.data.shape[1] if Xr.data.ndim == 2 else 0
+    width = Xr.dataXd.shape[1] if Xr.dataXd.ndim == 2 else 0  # .data of an empty Ragged is (0, 0)
     nonempty = lengths > 0
     if nonempty.all():
         Y, which = ops.reduce_max(cast(Floats2d, Xr.data), Xr.lengths)

@@ -229,3 +229,20 @@ def test_dropout_in_train_mode_and_determinism_in_eval_mode():
         torch.manual_seed(7)
         b = network(vectors, lengths)
     assert torch.equal(a, b)
+
+
+def test_predicting_in_row_blocks_equals_one_pass(monkeypatch):
+    """Without gradients, big grids are built a block of rows at a time: same logits."""
+    from spacy_w2ner import network as network_module
+
+    network = make_network().eval()
+    vectors = torch.randn(2, 40, INPUT_SIZE)
+    lengths = torch.tensor([40, 23])
+    with torch.no_grad():
+        one_pass = network(vectors, lengths)
+        monkeypatch.setattr(network_module, "PREDICT_BLOCK_CELLS", 2 * 40 * 7)  # 7 rows per block
+        assert len(network_module.row_blocks(2, 40, network_module.PREDICT_BLOCK_CELLS)) == 6
+        blocked = network(vectors, lengths)
+    assert torch.allclose(one_pass, blocked, atol=1e-5)
+    # With gradients recorded it is always one block.
+    assert network_module.row_blocks(2, 40, 1) == [slice(0, 40)]

@@ -111,6 +111,27 @@ def test_chunked_encoder_gives_the_same_vectors_and_entities():
     ]
 
 
+def test_chunked_listener_pools_the_same_token_vectors():
+    """spacy_w2ner.TransformerListener.v1 pools a chunk of tokens at a time when predicting."""
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    doc = nlp.make_doc("She had severe pain in her knees and ankles after Lipitor . " * 40)
+    with nlp.select_pipes(enable=["transformer"]):
+        doc = nlp(doc)
+    tok2vec = nlp.get_pipe("w2ner").model.get_ref("tok2vec")
+    to_arrays = tok2vec.layers[1]
+    assert to_arrays.attrs["max_tokens_per_pass"] == 4096
+    whole = tok2vec.predict([doc])[0]
+    to_arrays.attrs["max_tokens_per_pass"] = 7
+    chunked = tok2vec.predict([doc])[0]
+    assert whole.shape == chunked.shape == (len(doc), 384)
+    assert abs(whole - chunked).max() == 0.0
+    # A doc whose only token has no word pieces gets a zero vector, as before.
+    with nlp.select_pipes(enable=["transformer"]):
+        blank = nlp("   ")
+    assert tok2vec.predict([blank])[0].shape == (1, 384)
+
+
 def test_chunked_encoder_round_trips_through_disk(tmp_path):
     nlp = minilm_nlp()
     nlp.initialize(lambda: make_examples(nlp))
