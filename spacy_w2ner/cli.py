@@ -132,3 +132,31 @@ def show(
         typer.echo(doc.text)
         for line in entity_texts(doc, spans_key) or ["  (no entities)"]:
             typer.echo("  " + line)
+
+
+@app.command()
+def split(
+    input_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="A .spacy DocBin"),
+    output_dir: Path = typer.Argument(..., help="Directory for train.spacy and dev.spacy"),
+    every: int = typer.Option(10, help="Every N-th doc (the N-th, 2N-th, ...) goes to dev.spacy"),
+    lang: str = typer.Option("en", help="Language of the blank vocab"),
+    spans_key: str = typer.Option("w2ner", help="doc.spans key of the entities"),
+):
+    """Split a DocBin into train.spacy and dev.spacy, deterministically (every N-th doc to dev).
+
+    For corpora without a dev split (e.g. GENIA's dev set used for training): model selection
+    then uses held-out data, never the test set. Prints both parts' counts as JSON.
+    """
+    import spacy
+    from spacy.tokens import DocBin
+
+    from . import formats
+
+    if every < 2:
+        raise typer.BadParameter(f"--every must be at least 2, got {every}")
+    docs = list(DocBin().from_disk(input_path).get_docs(spacy.blank(lang).vocab))
+    dev = [doc for i, doc in enumerate(docs, start=1) if i % every == 0]
+    train = [doc for i, doc in enumerate(docs, start=1) if i % every != 0]
+    for name, part in (("train", train), ("dev", dev)):
+        summary = formats.write_docbin(part, output_dir / f"{name}.spacy", spans_key)
+        typer.echo(f"{name}: " + json.dumps(summary.as_dict(), ensure_ascii=False))

@@ -42,3 +42,16 @@ def test_init_labels_then_train_with_label_reader(tmp_path):
     assert "W2NER_F" in out
     nlp = spacy.load(tmp_path / "out" / "model-last")
     assert sorted(nlp.get_pipe("w2ner").labels) == sorted(labels)
+
+
+def test_split_every_nth_doc_to_dev(tmp_path):
+    nlp = spacy.blank("en")
+    docs = [eg.reference for eg in make_examples(nlp)] * 4
+    DocBin(docs=docs).to_disk(tmp_path / "all.spacy")
+    output = run("spacy_w2ner", "split", tmp_path / "all.spacy", tmp_path / "out", "--every", "3")
+    assert output.startswith("train: ") and "\ndev: " in output
+    train = list(DocBin().from_disk(tmp_path / "out" / "train.spacy").get_docs(nlp.vocab))
+    dev = list(DocBin().from_disk(tmp_path / "out" / "dev.spacy").get_docs(nlp.vocab))
+    assert len(dev) == len(docs) // 3 and len(train) + len(dev) == len(docs)
+    assert [d.text for d in dev] == [d.text for d in docs[2::3]]
+    assert sum(len(d.spans["w2ner"]) for d in train + dev) == sum(len(d.spans["w2ner"]) for d in docs)
