@@ -160,3 +160,36 @@ def split(
     for name, part in (("train", train), ("dev", dev)):
         summary = formats.write_docbin(part, output_dir / f"{name}.spacy", spans_key)
         typer.echo(f"{name}: " + json.dumps(summary.as_dict(), ensure_ascii=False))
+
+
+@app.command("filter")
+def filter_entities(
+    input_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="A .spacy DocBin"),
+    output_path: Path = typer.Argument(..., help="The .spacy DocBin to write"),
+    contiguous_only: bool = typer.Option(False, help="Keep only contiguous entities (for span baselines)"),
+    lang: str = typer.Option("en", help="Language of the blank vocab"),
+    spans_key: str = typer.Option("w2ner", help="doc.spans key of the entities"),
+):
+    """Write a copy of a DocBin with only some entities (all docs kept), and say what was removed.
+
+    ``--contiguous-only`` makes the like-for-like corpus for systems that cannot represent
+    discontinuous entities, such as spaCy's spancat: the removed entities are counted.
+    """
+    import spacy
+    from spacy.tokens import DocBin
+
+    from . import formats
+    from .entities import get_entities, set_entities
+
+    if not contiguous_only:
+        raise typer.BadParameter("choose what to keep, e.g. --contiguous-only")
+    removed = 0
+    docs = list(DocBin().from_disk(input_path).get_docs(spacy.blank(lang).vocab))
+    for doc in docs:
+        entities = get_entities(doc, spans_key)
+        kept = [entity for entity in entities if not entity.is_discontinuous]
+        removed += len(entities) - len(kept)
+        set_entities(doc, [(e.label, e.tokens, e.score) for e in kept], spans_key)
+    summary = formats.write_docbin(docs, output_path, spans_key)
+    typer.echo(f"{input_path} -> {output_path}: removed {removed} discontinuous entities")
+    typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))

@@ -55,3 +55,21 @@ def test_split_every_nth_doc_to_dev(tmp_path):
     assert len(dev) == len(docs) // 3 and len(train) + len(dev) == len(docs)
     assert [d.text for d in dev] == [d.text for d in docs[2::3]]
     assert sum(len(d.spans["w2ner"]) for d in train + dev) == sum(len(d.spans["w2ner"]) for d in docs)
+
+
+def test_filter_contiguous_only_counts_what_it_removes(tmp_path):
+    from spacy_w2ner import get_entities
+
+    nlp = spacy.blank("en")
+    docs = [eg.reference for eg in make_examples(nlp)]
+    before = [get_entities(doc) for doc in docs]
+    n_discontinuous = sum(e.is_discontinuous for entities in before for e in entities)
+    assert n_discontinuous > 0
+    DocBin(docs=docs).to_disk(tmp_path / "all.spacy")
+    output = run("spacy_w2ner", "filter", tmp_path / "all.spacy", tmp_path / "flat.spacy", "--contiguous-only")
+    assert f"removed {n_discontinuous} discontinuous entities" in output
+    after = list(DocBin().from_disk(tmp_path / "flat.spacy").get_docs(nlp.vocab))
+    assert len(after) == len(docs)
+    for doc, entities in zip(after, before):
+        expected = [(e.label, e.tokens) for e in entities if not e.is_discontinuous]
+        assert [(e.label, e.tokens) for e in get_entities(doc)] == expected
