@@ -21,6 +21,18 @@ def _progress(docs: Iterable, every: int = PROGRESS_EVERY) -> Iterator:
         yield doc
 
 
+def _read_docbin(path: Path, lang: str) -> list:
+    """The docs of a .spacy file; exit 1 with a message when it is not a DocBin."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    try:
+        return list(_progress(DocBin().from_disk(path).get_docs(spacy.blank(lang).vocab)))
+    except Exception as err:  # not a DocBin
+        typer.echo(f"error: {path}: cannot read a .spacy DocBin ({err})", err=True)
+        raise typer.Exit(1)
+
+
 @app.command()
 def convert(
     input_format: str = typer.Argument(..., help=f"Input format: {', '.join(FORMATS)}"),
@@ -90,19 +102,11 @@ def export(
     spans_key: str = typer.Option("w2ner", help="doc.spans key of the entities"),
 ):
     """Write the entities of a .spacy DocBin as W2NER JSON or brat, and print their counts as JSON."""
-    import spacy
-    from spacy.tokens import DocBin
-
     from . import formats
 
     if output_format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"unknown format {output_format!r}; choose from {EXPORT_FORMATS}")
-    vocab = spacy.blank(lang).vocab
-    try:
-        docs = list(_progress(DocBin().from_disk(input_path).get_docs(vocab)))
-    except Exception as err:  # not a DocBin
-        typer.echo(f"error: {input_path}: cannot read a .spacy DocBin ({err})", err=True)
-        raise typer.Exit(1)
+    docs = _read_docbin(input_path, lang)
     try:
         summary = formats.summarize(docs, spans_key, sentence_docs=False)
         if output_format == "w2ner-json":
@@ -147,14 +151,11 @@ def split(
     For corpora without a dev split (e.g. GENIA's dev set used for training): model selection
     then uses held-out data, never the test set. Prints both parts' counts as JSON.
     """
-    import spacy
-    from spacy.tokens import DocBin
-
     from . import formats
 
     if every < 2:
         raise typer.BadParameter(f"--every must be at least 2, got {every}")
-    docs = list(DocBin().from_disk(input_path).get_docs(spacy.blank(lang).vocab))
+    docs = _read_docbin(input_path, lang)
     dev = [doc for i, doc in enumerate(docs, start=1) if i % every == 0]
     train = [doc for i, doc in enumerate(docs, start=1) if i % every != 0]
     for name, part in (("train", train), ("dev", dev)):
@@ -175,16 +176,13 @@ def filter_entities(
     ``--contiguous-only`` makes the like-for-like corpus for systems that cannot represent
     discontinuous entities, such as spaCy's spancat: the removed entities are counted.
     """
-    import spacy
-    from spacy.tokens import DocBin
-
     from . import formats
     from .entities import get_entities, set_entities
 
     if not contiguous_only:
         raise typer.BadParameter("choose what to keep, e.g. --contiguous-only")
     removed = 0
-    docs = list(DocBin().from_disk(input_path).get_docs(spacy.blank(lang).vocab))
+    docs = _read_docbin(input_path, lang)
     for doc in docs:
         entities = get_entities(doc, spans_key)
         kept = [entity for entity in entities if not entity.is_discontinuous]

@@ -23,7 +23,7 @@ from spacy.util import registry
 from spacy.vocab import Vocab
 
 from .formats import read_bmes, read_brat_collection, read_conll, read_dai_text, read_w2ner_json
-from .formats.tagged import check_scheme
+from .formats.tagged import check_conll_options
 
 PathLike = Union[str, Path]
 DocReader = Callable[[Language], Iterable[Doc]]
@@ -82,9 +82,7 @@ def create_conll_corpus(
     limit: int = 0,
 ) -> Callable[[Language], Iterator[Example]]:
     """CoNLL columns (BIO, IOB1 or BIOES tags in ``tag_column``), one Example per sentence."""
-    check_scheme(scheme)
-    if tag_column == 0:
-        raise ValueError("tag_column 0 is the token column; the tags must be in another column")
+    check_conll_options(scheme, tag_column)  # at config time; the file is read later
     return ConvertedCorpus(
         lambda nlp: read_conll(path, nlp.vocab, spans_key, tag_column=tag_column, scheme=scheme), path, limit
     )

@@ -108,9 +108,7 @@ def read_conll(
     by ``I-``/``E-`` ends one. Such entities are counted as repaired.
     A bad ``scheme`` or ``tag_column`` raises ValueError at the call.
     """
-    scheme = check_scheme(scheme)
-    if tag_column == 0:
-        raise ValueError("tag_column 0 is the token column; the tags must be in another column")
+    scheme = check_conll_options(scheme, tag_column)
     return _read_conll(Path(path), vocab, spans_key, tag_column, scheme)
 
 
@@ -192,3 +190,10 @@ def check_scheme(scheme: str, allowed: Sequence[str] = CONLL_SCHEMES) -> str:
     if not isinstance(scheme, str) or scheme.upper() not in allowed:
         raise ValueError(f"unknown tag scheme {scheme!r}; choose from {', '.join(allowed)}")
     return scheme.upper()
+
+
+def check_conll_options(scheme: str, tag_column: int) -> str:
+    """The canonical scheme name; ValueError for an unknown scheme or the token column as tags."""
+    if tag_column == 0:
+        raise ValueError("tag_column 0 is the token column; the tags must be in another column")
+    return check_scheme(scheme)
