@@ -33,6 +33,22 @@ def _read_docbin(path: Path, lang: str) -> list:
         raise typer.Exit(1)
 
 
+class _EntsError(ValueError):
+    """An entity that cannot go to doc.ents (--ents)."""
+
+
+def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
+    """Pass docs through, copying their entities to doc.ents."""
+    from .entities import copy_entities_to_ents
+
+    for doc in docs:
+        try:
+            copy_entities_to_ents(doc, spans_key)
+        except ValueError as err:
+            raise _EntsError(f"{err} (convert without --ents for nested or discontinuous corpora)")
+        yield doc
+
+
 @app.command()
 def convert(
     input_format: str = typer.Argument(..., help=f"Input format: {', '.join(FORMATS)}"),
@@ -48,10 +64,14 @@ def convert(
     sentencizer: bool = typer.Option(False, help="brat: set sentence boundaries with spaCy's sentencizer"),
     check_text: bool = typer.Option(True, help="brat: check each annotation's text against its offsets"),
     name: str = typer.Option("", help="Name of the output file, without .spacy (default: the input's name)"),
+    ents: bool = typer.Option(
+        False, help="Also write the entities to doc.ents, for spaCy's ner (flat corpora only)"
+    ),
 ):
     """Convert a corpus to a .spacy DocBin with the doc.spans contract, and print its counts as JSON.
 
     Malformed input stops the conversion with exit code 1 and a message naming file:line.
+    With ``--ents`` a discontinuous or overlapping entity stops it too, naming the doc.
     """
     import spacy
 
@@ -84,9 +104,11 @@ def convert(
     name = name or (input_path.name if input_path.is_dir() else input_path.stem)
     output_path = output_dir / (name + ".spacy")
     summary = formats.CorpusSummary(sentence_docs=input_format != "brat")
+    if ents:
+        docs = _with_ents(docs, spans_key)
     try:
         formats.write_docbin(_progress(docs), output_path, spans_key, summary=summary)
-    except formats.FormatError as err:
+    except (formats.FormatError, _EntsError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{input_path} -> {output_path}")

@@ -227,3 +227,27 @@ def overlapping(entities: Sequence[Tuple[str, TokenIndices]]) -> set:
 def _doc_excerpt(doc: Doc, width: int = 60) -> str:
     text = doc.text if len(doc.text) <= width else doc.text[:width] + "..."
     return repr(text)
+
+
+def copy_entities_to_ents(doc: Doc, spans_key: str = "w2ner") -> None:
+    """Also write the entities of ``doc.spans[spans_key]`` to ``doc.ents`` (for spaCy's ``ner``).
+
+    Only flat corpora fit ``doc.ents``: a discontinuous entity or two overlapping entities
+    raise ValueError naming the doc and the entities, nothing is dropped.
+    """
+    entities = get_entities(doc, spans_key)
+    spans = []
+    for entity in entities:
+        if entity.is_discontinuous:
+            raise ValueError(
+                f"doc {_doc_excerpt(doc)}: the {entity.label} entity '{entity.text}' is "
+                "discontinuous and cannot be written to doc.ents"
+            )
+        start, end = entity.fragments[0]
+        if spans and start < spans[-1].end:
+            raise ValueError(
+                f"doc {_doc_excerpt(doc)}: the {entity.label} entity '{entity.text}' overlaps "
+                f"the {spans[-1].label_} entity '{spans[-1].text}'; doc.ents holds flat entities only"
+            )
+        spans.append(Span(doc, start, end, label=entity.label))
+    doc.ents = spans

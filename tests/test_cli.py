@@ -73,3 +73,40 @@ def test_filter_contiguous_only_counts_what_it_removes(tmp_path):
     for doc, entities in zip(after, before):
         expected = [(e.label, e.tokens) for e in entities if not e.is_discontinuous]
         assert [(e.label, e.tokens) for e in get_entities(doc)] == expected
+
+
+def test_convert_with_ents_writes_flat_entities_to_doc_ents(tmp_path):
+    conll = tmp_path / "flat.txt"
+    conll.write_text("John B-PER\nSmith I-PER\nvisited O\nParis B-LOC\n\nHi O\n")
+    output = run("spacy_w2ner", "convert", "conll", conll, tmp_path, "--ents")
+    assert '"entities": 2' in output
+    docs = list(DocBin().from_disk(tmp_path / "flat.spacy").get_docs(spacy.blank("en").vocab))
+    assert [(e.text, e.label_) for e in docs[0].ents] == [("John Smith", "PER"), ("Paris", "LOC")]
+    assert [(s.text, s.label_) for s in docs[0].spans["w2ner"]] == [("John Smith", "PER"), ("Paris", "LOC")]
+    assert list(docs[1].ents) == []
+
+
+def test_convert_with_ents_refuses_nested_entities_naming_the_doc(tmp_path):
+    data = tmp_path / "nested.json"
+    data.write_text(json.dumps([{"sentence": ["IL-2", "gene", "expression"], "ner": [
+        {"index": [0, 1], "type": "DNA"}, {"index": [0], "type": "protein"}]}]))
+    result = subprocess.run([sys.executable, "-m", "spacy_w2ner", "convert", "w2ner-json", str(data),
+                             str(tmp_path), "--ents"], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "doc 'IL-2 gene expression" in result.stderr
+    assert "the DNA entity 'IL-2 gene' overlaps the protein entity 'IL-2'" in result.stderr
+    assert not (tmp_path / "nested.spacy").exists()
+
+
+def test_copy_entities_to_ents_refuses_a_discontinuous_entity():
+    from spacy_w2ner.entities import copy_entities_to_ents, set_entities
+
+    doc = spacy.blank("en")("pain in knees and ankles")
+    set_entities(doc, [("ADR", (0, 1, 2, 4), None)])
+    try:
+        copy_entities_to_ents(doc)
+    except ValueError as err:
+        assert "'pain in knees ankles' is discontinuous" in str(err)
+    else:
+        raise AssertionError("a discontinuous entity was accepted")
+    assert list(doc.ents) == []
