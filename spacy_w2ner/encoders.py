@@ -36,9 +36,11 @@ def chunked_transformer_model(
     mixed_precision: bool = False,
     grad_scaler_config: dict = {},
     max_spans_per_pass: int = 64,
+    last_layers: int = 1,
 ) -> Model:
     """spacy-transformers' ``TransformerModel.v3`` that runs at most ``max_spans_per_pass``
-    spans through the encoder at once when predicting.
+    spans through the encoder at once when predicting, and whose output can be the mean
+    of the encoder's ``last_layers`` top layers.
 
     spacy-transformers encodes all the strided spans of a batch of docs in one
     forward pass, so one 50,000-token doc (about 500 spans of 128 tokens) holds
@@ -47,27 +49,69 @@ def chunked_transformer_model(
     gives the same vectors with memory bounded by the chunk. Training is unchanged
     (the backward pass needs all activations). The weights and their serialisation
     are those of ``TransformerModel.v3``.
+
+    ``last_layers`` > 1 replaces the output's ``last_hidden_state`` by the mean of the
+    top ``last_layers`` hidden layers (the reference W2NER's ``use_bert_last_4_layers``);
+    gradients flow into all of them. Listeners see it as the usual last hidden state.
     """
     from spacy_transformers.architectures import create_TransformerModel_v3
 
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
+    if last_layers < 1:
+        raise ValueError(f"last_layers must be at least 1, got {last_layers}")
     model = create_TransformerModel_v3(
         name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config
     )
     encoder = model.layers[0]
     encoder.attrs["max_spans_per_pass"] = max_spans_per_pass
+    encoder.attrs["last_layers"] = last_layers
     encoder._func = partial(_encode_in_chunks, encoder._func)
     return model
 
 
 def _encode_in_chunks(forward: Callable, model: Model, wordpieces, is_train: bool):
     """The encoder's forward; when predicting, over chunks of spans, outputs concatenated."""
+    if model.attrs["last_layers"] > 1 or hasattr(model.shims[0]._model, "_w2ner_last_layers"):
+        _mean_of_last_layers(model.shims[0]._model, model.attrs["last_layers"])
     size = model.attrs["max_spans_per_pass"]
     if is_train or len(wordpieces) <= size:
         return forward(model, wordpieces, is_train)
     outputs = [forward(model, wordpieces[i : i + size], False)[0] for i in range(0, len(wordpieces), size)]
     return _concatenate_outputs(outputs), _no_backprop
+
+
+def _mean_of_last_layers(module, n_layers: int) -> None:
+    """Make the Hugging Face ``module`` return the mean of its top ``n_layers`` layers as
+    ``last_hidden_state`` (hooks, added once per module: it is rebuilt when loaded)."""
+    current = getattr(module, "_w2ner_last_layers", None)
+    if current is not None and current[0] == n_layers:
+        return
+    if current is not None:  # attrs["last_layers"] changed: replace the hooks
+        for handle in current[1]:
+            handle.remove()
+    n_available = module.config.num_hidden_layers
+    if n_layers == 1:  # the top layer alone: the model's own output, no hooks
+        module._w2ner_last_layers = (1, ())
+        return
+    if n_layers > n_available:
+        raise ValueError(f"last_layers is {n_layers} but the encoder has {n_available} layers")
+    keep_hidden_states = bool(module.config.output_hidden_states)
+
+    def ask_for_hidden_states(module, args, kwargs):
+        return args, {**kwargs, "output_hidden_states": True}
+
+    def average_top_layers(module, args, kwargs, output):
+        top = output["hidden_states"][-n_layers:]
+        fields = {key: value for key, value in output.items() if keep_hidden_states or key != "hidden_states"}
+        fields["last_hidden_state"] = sum(top[1:], top[0]) / n_layers
+        return type(output)(**fields)
+
+    handles = (
+        module.register_forward_pre_hook(ask_for_hidden_states, with_kwargs=True),
+        module.register_forward_hook(average_top_layers, with_kwargs=True),
+    )
+    module._w2ner_last_layers = (n_layers, handles)
 
 
 def _concatenate_outputs(outputs: list):

@@ -143,3 +143,86 @@ def test_chunked_encoder_round_trips_through_disk(tmp_path):
     assert [(s.start, s.end, s.label_) for s in doc.spans["w2ner"]] == [
         (s.start, s.end, s.label_) for s in loaded_doc.spans["w2ner"]
     ]
+
+
+def _top_layers_mean(encoder, doc, n_layers):
+    """The mean of the top ``n_layers`` hidden layers, straight from the Hugging Face model."""
+    import torch
+
+    hf_model = encoder.shims[0]._model
+    wordpieces = doc._.trf_data.wordpieces
+    hf_model.eval()  # thinc leaves it in training mode (dropout) after predicting
+    with torch.no_grad():  # .forward: without the hooks that average the layers
+        output = hf_model.forward(
+            input_ids=torch.tensor(wordpieces.input_ids),
+            attention_mask=torch.tensor(wordpieces.attention_mask),
+            token_type_ids=torch.tensor(wordpieces.token_type_ids),
+            output_hidden_states=True,
+        )
+    return (sum(output.hidden_states[-n_layers:]) / n_layers).numpy(), output.hidden_states[-1].numpy()
+
+
+def _minilm_with_last_layers(n_layers, dropout=None):
+    config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    config["components"]["transformer"]["model"]["last_layers"] = n_layers
+    if dropout is not None:
+        config["components"]["transformer"]["model"]["transformer_config"] = {
+            "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout
+        }
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    nlp.initialize(lambda: make_examples(nlp))
+    return nlp
+
+
+def test_last_layers_mean_is_the_encoder_output(tmp_path):
+    """last_layers = 4: the reference W2NER's mean of BERT's last four layers."""
+    nlp = _minilm_with_last_layers(4)
+    encoder = nlp.get_pipe("transformer").model.layers[0]
+    with nlp.select_pipes(enable=["transformer"]):
+        doc = nlp("She had severe pain in her knees and ankles after Lipitor .")
+    expected, top_layer = _top_layers_mean(encoder, doc, 4)
+    got = doc._.trf_data.model_output.last_hidden_state
+    assert got.shape == expected.shape and abs(got - expected).max() < 1e-5
+    assert abs(got - top_layer).max() > 1e-2  # not the top layer alone
+    assert "hidden_states" not in doc._.trf_data.model_output  # not kept: memory
+    encoder.attrs["last_layers"] = 1  # changed at run time: the hooks go
+    with nlp.select_pipes(enable=["transformer"]):
+        top_only = nlp(doc.text)._.trf_data.model_output.last_hidden_state
+    assert abs(top_only - top_layer).max() < 1e-5
+    encoder.attrs["last_layers"] = 4
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    text = "She had pain in her knees and ankles ."
+    assert abs(
+        loaded(text)._.trf_data.model_output.last_hidden_state - nlp(text)._.trf_data.model_output.last_hidden_state
+    ).max() < 1e-5
+
+
+def test_last_layers_mean_backpropagates_through_the_mean():
+    """The top layer feeds 1/4 of the mean, so its weights get exactly 1/4 of the gradient
+    they get with last_layers = 1 (same weights, same upstream gradient, no dropout)."""
+    import torch
+    from transformers.modeling_outputs import BaseModelOutput
+
+    grads = {}
+    for n_layers in (1, 4):
+        nlp = _minilm_with_last_layers(n_layers, dropout=0.0)
+        transformer = nlp.get_pipe("transformer").model
+        with nlp.select_pipes(enable=["transformer"]):
+            wordpieces = nlp("She had severe pain in her knees .")._.trf_data.wordpieces
+        encoder = transformer.layers[0]
+        output, backprop = encoder(wordpieces, is_train=True)
+        d_output = BaseModelOutput(last_hidden_state=torch.ones_like(output.last_hidden_state))
+        backprop(d_output)
+        top = encoder.shims[0]._model.encoder.layer[-1].output.dense.weight
+        grads[n_layers] = top.grad.detach().clone()
+    assert grads[1].abs().max() > 0
+    assert abs(grads[4] * 4 - grads[1]).max() < 1e-4 * grads[1].abs().max()
+
+
+def test_last_layers_must_fit_the_encoder():
+    config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    config["components"]["transformer"]["model"]["last_layers"] = 7  # MiniLM has 6
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    with pytest.raises(ValueError, match="last_layers is 7 but the encoder has 6 layers"):
+        nlp.initialize(lambda: make_examples(nlp))
