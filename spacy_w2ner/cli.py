@@ -33,19 +33,16 @@ def _read_docbin(path: Path, lang: str) -> list:
         raise typer.Exit(1)
 
 
-class _EntsError(ValueError):
-    """An entity that cannot go to doc.ents (--ents)."""
-
-
 def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
-    """Pass docs through, copying their entities to doc.ents."""
+    """Pass docs through, copying their entities to doc.ents (FormatError when one cannot go)."""
+    from . import formats
     from .entities import copy_entities_to_ents
 
     for doc in docs:
         try:
             copy_entities_to_ents(doc, spans_key)
         except ValueError as err:
-            raise _EntsError(f"{err} (convert without --ents for nested or discontinuous corpora)")
+            raise formats.FormatError(f"{err} (convert without --ents for nested or discontinuous corpora)")
         yield doc
 
 
@@ -108,7 +105,7 @@ def convert(
         docs = _with_ents(docs, spans_key)
     try:
         formats.write_docbin(_progress(docs), output_path, spans_key, summary=summary)
-    except (formats.FormatError, _EntsError) as err:
+    except formats.FormatError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{input_path} -> {output_path}")

@@ -72,8 +72,7 @@ def chunked_transformer_model(
 
 def _encode_in_chunks(forward: Callable, model: Model, wordpieces, is_train: bool):
     """The encoder's forward; when predicting, over chunks of spans, outputs concatenated."""
-    if model.attrs["last_layers"] > 1 or hasattr(model.shims[0]._model, "_w2ner_last_layers"):
-        _mean_of_last_layers(model.shims[0]._model, model.attrs["last_layers"])
+    _mean_of_last_layers(model.shims[0]._model, model.attrs["last_layers"])
     size = model.attrs["max_spans_per_pass"]
     if is_train or len(wordpieces) <= size:
         return forward(model, wordpieces, is_train)

@@ -15,7 +15,7 @@ REPAIRED_KEY = "w2ner_repaired"  # tag formats: entities whose tag sequence was 
 
 
 class FormatError(ValueError):
-    """Malformed corpus input; the message names the file and the line or record."""
+    """Malformed corpus input; the message names the file and the line, record or doc."""
 
 
 @dataclass
