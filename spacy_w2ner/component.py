@@ -76,6 +76,7 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
         "max_paths_per_edge": 64,
         "set_ents": False,
         "learn_rate_scale": 1.0,
+        "threshold": 0.0,
         "scorer": {"@scorers": "spacy_w2ner.entity_scorer.v1"},
     },
     default_score_weights={
@@ -95,6 +96,7 @@ def make_w2ner(
     max_paths_per_edge: int,
     set_ents: bool,
     learn_rate_scale: float,
+    threshold: float,
     scorer: Optional[Callable],
 ) -> "W2NER":
     """Flat, nested and discontinuous entities with W2NER, in ``doc.spans[spans_key]``.
@@ -105,6 +107,7 @@ def make_w2ner(
         optimizer's rate times this. W2NER trains its head much faster than a
         pretrained encoder (the paper: 1e-3 vs 1e-5..5e-5); with a transformer,
         set the optimizer's rate for the encoder and scale the head up.
+    threshold: entities scoring below it are not written (0.0 keeps every entity).
     """
     return W2NER(
         nlp.vocab,
@@ -114,6 +117,7 @@ def make_w2ner(
         max_paths_per_edge=max_paths_per_edge,
         set_ents=set_ents,
         learn_rate_scale=learn_rate_scale,
+        threshold=threshold,
         scorer=scorer,
     )
 
@@ -131,8 +135,11 @@ class W2NER(TrainablePipe):
         max_paths_per_edge: int = 64,
         set_ents: bool = False,
         learn_rate_scale: float = 1.0,
+        threshold: float = 0.0,
         scorer: Optional[Callable] = score_entities,
     ) -> None:
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be between 0 and 1, got {threshold}")
         if learn_rate_scale <= 0:
             raise ValueError(f"learn_rate_scale must be positive, got {learn_rate_scale}")
         if max_paths_per_edge < 1:
@@ -144,6 +151,7 @@ class W2NER(TrainablePipe):
         self.max_paths_per_edge = max_paths_per_edge
         self.set_ents = set_ents
         self.learn_rate_scale = learn_rate_scale
+        self.threshold = threshold
         self.scorer = scorer
         self.cfg: Dict[str, list] = {"labels": []}
 
@@ -250,6 +258,8 @@ class W2NER(TrainablePipe):
 
     def set_annotations(self, docs: Iterable[Doc], predictions: List[List[Prediction]]) -> None:
         for doc, entities in zip(docs, predictions):
+            if self.threshold > 0.0:
+                entities = [entity for entity in entities if entity[2] >= self.threshold]
             set_entities(doc, entities, self.spans_key)
             if self.set_ents:
                 chosen = flat_entities(get_entities(doc, self.spans_key))

@@ -300,3 +300,19 @@ def test_learn_rate_scale_applies_to_grid_network_only():
     head_10, embed_10 = one_step(10.0)
     assert head_10 == pytest.approx(10 * head_1, rel=1e-3)
     assert embed_10 == pytest.approx(embed_1, rel=1e-3)
+
+
+def test_threshold_drops_only_entities_scoring_below_it(trained_nlp):
+    # A sentence whose entities have different scores.
+    text = next(t for t, _ in TRAIN_DATA if len({e.score for e in get_entities(trained_nlp(t))}) > 1)
+    all_entities = get_entities(trained_nlp(text))
+    cut = max(e.score for e in all_entities)  # only the strongest entity (or a tie) stays
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config={**SMALL_W2NER_CONFIG, "threshold": cut})
+    nlp.from_bytes(trained_nlp.to_bytes())
+    kept = get_entities(nlp(text))
+    assert [e.key for e in kept] == [e.key for e in all_entities if e.score >= cut]
+    assert 1 <= len(kept) < len(all_entities)
+    assert all(e.score >= cut for e in kept)
+    with pytest.raises(ValueError, match="threshold must be between 0 and 1"):
+        nlp.add_pipe("w2ner", name="bad", config={**SMALL_W2NER_CONFIG, "threshold": 1.5})
