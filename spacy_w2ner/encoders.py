@@ -47,12 +47,18 @@ def chunked_transformer_model(
     the activations of every span at once, over a gigabyte for a small encoder.
     Here inference runs the spans in chunks and concatenates the outputs, which
     gives the same vectors with memory bounded by the chunk. Training is unchanged
-    (the backward pass needs all activations). The weights and their serialisation
-    are those of ``TransformerModel.v3``.
+    (the backward pass needs all activations).
 
     ``last_layers`` > 1 replaces the output's ``last_hidden_state`` by the mean of the
-    top ``last_layers`` hidden layers (the reference W2NER's ``use_bert_last_4_layers``);
-    gradients flow into all of them. Listeners see it as the usual last hidden state.
+    top ``last_layers`` hidden layers (the reference W2NER's ``use_bert_last_4_layers``),
+    computed in the torch graph, so gradients flow into all of them. Listeners see it as
+    the usual last hidden state.
+
+    Built from ``TransformerModel.v3`` with public APIs only: its encoder node
+    (``hf-pytorch``) is replaced (``Model.replace_node``) by one with the same name,
+    shim and weights whose forward runs Thinc's PyTorch forward per chunk and whose
+    input/output converters ask the encoder for its hidden states and average the top
+    ones. The node tree and the serialized weights are those of ``TransformerModel.v3``.
     """
     from spacy_transformers.architectures import create_TransformerModel_v3
 
@@ -63,16 +69,36 @@ def chunked_transformer_model(
     model = create_TransformerModel_v3(
         name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config
     )
-    encoder = model.layers[0]
-    encoder.attrs["max_spans_per_pass"] = max_spans_per_pass
-    encoder.attrs["last_layers"] = last_layers
-    encoder._func = partial(_encode_in_chunks, encoder._func)
+    encoder = _node_named(model, "hf-pytorch")
+    chunked = Model(
+        encoder.name,
+        _encode_in_chunks,
+        shims=list(encoder.shims),
+        dims={dim: None for dim in encoder.dim_names},
+        attrs={
+            **encoder.attrs,
+            "convert_inputs": partial(_ask_for_hidden_states, encoder.attrs["convert_inputs"]),
+            "convert_outputs": partial(_mean_of_top_layers, encoder.attrs["convert_outputs"]),
+            "max_spans_per_pass": max_spans_per_pass,
+            "last_layers": last_layers,
+            "keep_hidden_states": bool(transformer_config.get("output_hidden_states", False)),
+        },
+    )
+    model.replace_node(encoder, chunked)
     return model
 
 
-def _encode_in_chunks(forward: Callable, model: Model, wordpieces, is_train: bool):
-    """The encoder's forward; when predicting, over chunks of spans, outputs concatenated."""
-    _mean_of_last_layers(model.shims[0]._model, model.attrs["last_layers"])
+def _node_named(model: Model, name: str) -> Model:
+    for node in model.walk():
+        if node.name == name:
+            return node
+    raise ValueError(f"spacy_w2ner: no '{name}' layer in the model '{model.name}'")
+
+
+def _encode_in_chunks(model: Model, wordpieces, is_train: bool):
+    """Thinc's PyTorch forward; when predicting, over chunks of spans, outputs concatenated."""
+    from thinc.layers.pytorchwrapper import forward
+
     size = model.attrs["max_spans_per_pass"]
     if is_train or len(wordpieces) <= size:
         return forward(model, wordpieces, is_train)
@@ -80,37 +106,28 @@ def _encode_in_chunks(forward: Callable, model: Model, wordpieces, is_train: boo
     return _concatenate_outputs(outputs), _no_backprop
 
 
-def _mean_of_last_layers(module, n_layers: int) -> None:
-    """Make the Hugging Face ``module`` return the mean of its top ``n_layers`` layers as
-    ``last_hidden_state`` (hooks, added once per module: it is rebuilt when loaded)."""
-    current = getattr(module, "_w2ner_last_layers", None)
-    if current is not None and current[0] == n_layers:
-        return
-    if current is not None:  # attrs["last_layers"] changed: replace the hooks
-        for handle in current[1]:
-            handle.remove()
-    n_available = module.config.num_hidden_layers
-    if n_layers == 1:  # the top layer alone: the model's own output, no hooks
-        module._w2ner_last_layers = (1, ())
-        return
-    if n_layers > n_available:
-        raise ValueError(f"last_layers is {n_layers} but the encoder has {n_available} layers")
-    keep_hidden_states = bool(module.config.output_hidden_states)
+def _ask_for_hidden_states(convert_inputs: Callable, model: Model, wordpieces, is_train: bool):
+    """spacy-transformers' input converter, asking for every layer's output when they are averaged."""
+    inputs, get_d_inputs = convert_inputs(model, wordpieces, is_train)
+    if model.attrs["last_layers"] > 1:
+        inputs.kwargs["output_hidden_states"] = True
+    return inputs, get_d_inputs
 
-    def ask_for_hidden_states(module, args, kwargs):
-        return args, {**kwargs, "output_hidden_states": True}
 
-    def average_top_layers(module, args, kwargs, output):
-        top = output["hidden_states"][-n_layers:]
-        fields = {key: value for key, value in output.items() if keep_hidden_states or key != "hidden_states"}
+def _mean_of_top_layers(convert_outputs: Callable, model: Model, inputs_outputs, is_train: bool):
+    """spacy-transformers' output converter, given the mean of the top layers as last_hidden_state."""
+    n_layers = model.attrs["last_layers"]
+    wordpieces, output = inputs_outputs
+    if n_layers > 1:
+        hidden_states = output["hidden_states"]
+        if n_layers > len(hidden_states) - 1:  # hidden_states[0] is the embedding layer
+            raise ValueError(f"last_layers is {n_layers} but the encoder has {len(hidden_states) - 1} layers")
+        top = hidden_states[-n_layers:]
+        keep = model.attrs.get("keep_hidden_states", False)
+        fields = {key: value for key, value in output.items() if keep or key != "hidden_states"}
         fields["last_hidden_state"] = sum(top[1:], top[0]) / n_layers
-        return type(output)(**fields)
-
-    handles = (
-        module.register_forward_pre_hook(ask_for_hidden_states, with_kwargs=True),
-        module.register_forward_hook(average_top_layers, with_kwargs=True),
-    )
-    module._w2ner_last_layers = (n_layers, handles)
+        output = type(output)(**fields)
+    return convert_outputs(model, (wordpieces, output), is_train)
 
 
 def _concatenate_outputs(outputs: list):
@@ -143,22 +160,31 @@ def chunked_transformer_listener(
     The original gathers every word-piece row of a doc (with the overlap of the
     strided spans) into new arrays before pooling, several times the doc's
     output in memory; on a 50,000-token doc that is hundreds of megabytes. The
-    token vectors are the same; training is unchanged.
+    token vectors are the same; training is unchanged. Built like
+    ``chunked_transformer_model``: the listener's ``trfs2arrays`` node is replaced by
+    one with the same name, pooling layer and attrs, and a chunked forward.
     """
     from spacy_transformers.architectures import transformer_listener_tok2vec_v1
 
     if max_tokens_per_pass < 1:
         raise ValueError(f"max_tokens_per_pass must be at least 1, got {max_tokens_per_pass}")
     model = transformer_listener_tok2vec_v1(pooling, grad_factor, upstream)
-    to_arrays = model.layers[1]
-    to_arrays.attrs["max_tokens_per_pass"] = max_tokens_per_pass
-    to_arrays._func = partial(_pool_in_chunks, to_arrays._func)
+    to_arrays = _node_named(model, "trfs2arrays")
+    chunked = Model(
+        to_arrays.name,
+        _pool_in_chunks,
+        layers=list(to_arrays.layers),
+        attrs={**to_arrays.attrs, "max_tokens_per_pass": max_tokens_per_pass},
+    )
+    model.replace_node(to_arrays, chunked)
     return model
 
 
-def _pool_in_chunks(forward: Callable, model: Model, trf_datas: list, is_train: bool):
-    """trfs2arrays' forward; when predicting, pooled a chunk of tokens at a time."""
+def _pool_in_chunks(model: Model, trf_datas: list, is_train: bool):
+    """spacy-transformers' trfs2arrays forward; when predicting, pooled a chunk of tokens at a time."""
     if is_train:
+        from spacy_transformers.layers.trfs2arrays import forward
+
         return forward(model, trf_datas, is_train)
     pooling = model.layers[0]
     size = model.attrs["max_tokens_per_pass"]

@@ -101,7 +101,13 @@ def test_chunked_encoder_gives_the_same_vectors_and_entities():
     encoder.attrs["max_spans_per_pass"] = 10_000
     doc_one_pass = nlp(doc_one_pass)
     encoder.attrs["max_spans_per_pass"] = 3  # ~14 spans of 128 tokens: 5 passes
+    spans_per_pass = []
+    hook = encoder.shims[0]._model.register_forward_pre_hook(
+        lambda module, args, kwargs: spans_per_pass.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
     doc_chunked = nlp(nlp.make_doc(" ".join(words)))
+    hook.remove()
+    assert max(spans_per_pass) == 3 and sum(spans_per_pass) > 9  # memory bound: 3 spans at a time
     one_pass = doc_one_pass._.trf_data.model_output.last_hidden_state
     chunked = doc_chunked._.trf_data.model_output.last_hidden_state
     assert one_pass.shape == chunked.shape and one_pass.shape[0] > 3
@@ -152,8 +158,8 @@ def _top_layers_mean(encoder, doc, n_layers):
     hf_model = encoder.shims[0]._model
     wordpieces = doc._.trf_data.wordpieces
     hf_model.eval()  # thinc leaves it in training mode (dropout) after predicting
-    with torch.no_grad():  # .forward: without the hooks that average the layers
-        output = hf_model.forward(
+    with torch.no_grad():
+        output = hf_model(
             input_ids=torch.tensor(wordpieces.input_ids),
             attention_mask=torch.tensor(wordpieces.attention_mask),
             token_type_ids=torch.tensor(wordpieces.token_type_ids),
@@ -185,7 +191,7 @@ def test_last_layers_mean_is_the_encoder_output(tmp_path):
     assert got.shape == expected.shape and abs(got - expected).max() < 1e-5
     assert abs(got - top_layer).max() > 1e-2  # not the top layer alone
     assert "hidden_states" not in doc._.trf_data.model_output  # not kept: memory
-    encoder.attrs["last_layers"] = 1  # changed at run time: the hooks go
+    encoder.attrs["last_layers"] = 1  # changed at run time: the top layer alone
     with nlp.select_pipes(enable=["transformer"]):
         top_only = nlp(doc.text)._.trf_data.model_output.last_hidden_state
     assert abs(top_only - top_layer).max() < 1e-5
@@ -218,6 +224,37 @@ def test_last_layers_mean_backpropagates_through_the_mean():
         grads[n_layers] = top.grad.detach().clone()
     assert grads[1].abs().max() > 0
     assert abs(grads[4] * 4 - grads[1]).max() < 1e-4 * grads[1].abs().max()
+
+
+def test_last_layers_mean_gives_every_averaged_layer_its_gradient():
+    """Backprop through the encoder equals torch's own gradient of the mean of the top 4 layers,
+    for every weight of the encoder (so each averaged layer gets its share)."""
+    import torch
+    from transformers.modeling_outputs import BaseModelOutput
+
+    nlp = _minilm_with_last_layers(4, dropout=0.0)
+    encoder = nlp.get_pipe("transformer").model.layers[0]
+    with nlp.select_pipes(enable=["transformer"]):
+        wordpieces = nlp("She had severe pain in her knees .")._.trf_data.wordpieces
+    hf_model = encoder.shims[0]._model
+    output, backprop = encoder(wordpieces, is_train=True)
+    upstream = torch.linspace(-1, 1, output.last_hidden_state.numel()).reshape(output.last_hidden_state.shape)
+    backprop(BaseModelOutput(last_hidden_state=upstream))
+    ours = {name: p.grad.detach().clone() for name, p in hf_model.named_parameters() if p.grad is not None}
+    hf_model.zero_grad()
+    hidden = hf_model(
+        input_ids=torch.tensor(wordpieces.input_ids),
+        attention_mask=torch.tensor(wordpieces.attention_mask),
+        token_type_ids=torch.tensor(wordpieces.token_type_ids),
+        output_hidden_states=True,
+    ).hidden_states
+    ((sum(hidden[-4:]) / 4) * upstream).sum().backward()
+    for k in range(1, 5):  # each averaged layer
+        name = f"encoder.layer.{len(hidden) - 1 - k}.output.dense.weight"
+        assert ours[name].abs().max() > 0, name
+    for name, param in hf_model.named_parameters():
+        if param.grad is not None and param.grad.abs().max() > 0:
+            assert torch.allclose(ours[name], param.grad, atol=1e-6, rtol=1e-4), name
 
 
 def test_last_layers_must_fit_the_encoder():
