@@ -1,14 +1,14 @@
 """Command line: ``python -m spacy_w2ner convert|export|show``."""
 import json
 from pathlib import Path
-from typing import Iterable, Iterator, List
+from typing import Iterable, Iterator, List, Optional
 
 import typer
 
+from .formats import EXPORT_FORMATS, FORMATS
+
 app = typer.Typer(help="spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy", no_args_is_help=True)
 
-FORMATS = ["w2ner-json", "dai", "conll", "bmes", "brat"]
-EXPORT_FORMATS = ["w2ner-json", "brat"]
 PROGRESS_EVERY = 1000
 
 
@@ -55,11 +55,11 @@ def convert(
     output_dir: Path = typer.Argument(..., help="Directory for the .spacy file"),
     lang: str = typer.Option("en", help="Language of the blank vocab (brat: and of its tokenizer)"),
     spans_key: str = typer.Option("w2ner", help="doc.spans key for the entities"),
-    tag_column: int = typer.Option(-1, help="conll: index of the tag column (default: the last)"),
-    scheme: str = typer.Option("BIO", help="conll: tag scheme, BIO, IOB1 or BIOES (also BILOU)"),
-    tokenizer: str = typer.Option("spacy", help="brat: 'spacy' (spacy.blank(lang)'s tokenizer) or 'whitespace'"),
-    sentencizer: bool = typer.Option(False, help="brat: set sentence boundaries with spaCy's sentencizer"),
-    check_text: bool = typer.Option(True, help="brat: check each annotation's text against its offsets"),
+    tag_column: Optional[int] = typer.Option(None, help="conll: index of the tag column (default: the last)"),
+    scheme: Optional[str] = typer.Option(None, help="conll: tag scheme, BIO, IOB1 or BIOES (also BILOU); default BIO"),
+    tokenizer: Optional[str] = typer.Option(None, help="brat: 'spacy' (spacy.blank(lang)'s tokenizer, the default) or 'whitespace'"),
+    sentencizer: Optional[bool] = typer.Option(None, help="brat: set sentence boundaries with spaCy's sentencizer"),
+    check_text: Optional[bool] = typer.Option(None, help="brat: check each annotation's text against its offsets (default: on)"),
     name: str = typer.Option("", help="Name of the output file, without .spacy (default: the input's name)"),
     ents: bool = typer.Option(
         False, help="Also write the entities to doc.ents, for spaCy's ner (flat corpora only)"
@@ -75,32 +75,27 @@ def convert(
     from . import formats
 
     if input_format not in FORMATS:
-        raise typer.BadParameter(f"unknown format {input_format!r}; choose from {FORMATS}")
-    if input_path.is_dir() and input_format != "brat":
+        raise typer.BadParameter(f"unknown format {input_format!r}; choose from {', '.join(FORMATS)}")
+    fmt = FORMATS[input_format]
+    if input_path.is_dir() and not fmt.reads_directory:
         raise typer.BadParameter(f"{input_path} is a directory; only the brat format reads a directory")
-    if tokenizer not in ("spacy", "whitespace"):
-        raise typer.BadParameter(f"--tokenizer must be 'spacy' or 'whitespace', got {tokenizer!r}")
+    given = {
+        "tag_column": tag_column, "scheme": scheme, "tokenizer": tokenizer,
+        "sentencizer": sentencizer, "check_text": check_text,
+    }
+    options = {key: value for key, value in given.items() if value is not None}
+    for option in options:
+        if option not in fmt.options:
+            flag = "--" + option.replace("_", "-")
+            raise typer.BadParameter(f"{flag} does not apply to the {input_format} format")
     nlp = spacy.blank(lang)
-    vocab = nlp.vocab
     try:
-        if input_format == "w2ner-json":
-            docs = formats.read_w2ner_json(input_path, vocab, spans_key)
-        elif input_format == "dai":
-            docs = formats.read_dai_text(input_path, vocab, spans_key)
-        elif input_format == "conll":
-            docs = formats.read_conll(input_path, vocab, spans_key, tag_column=tag_column, scheme=scheme)
-        elif input_format == "bmes":
-            docs = formats.read_bmes(input_path, vocab, spans_key)
-        else:
-            if sentencizer:
-                nlp.add_pipe("sentencizer")
-            tokenize = None if tokenizer == "whitespace" else (nlp if sentencizer else nlp.tokenizer)
-            docs = formats.read_brat_collection(input_path, vocab, spans_key, tokenize, check_text=check_text)
-    except ValueError as err:  # bad options (scheme, tag column)
+        docs = formats.read_corpus(input_format, input_path, nlp, spans_key, **options)
+    except ValueError as err:  # bad options (scheme, tag column, tokenizer)
         raise typer.BadParameter(str(err))
     name = name or (input_path.name if input_path.is_dir() else input_path.stem)
     output_path = output_dir / (name + ".spacy")
-    summary = formats.CorpusSummary(sentence_docs=input_format != "brat")
+    summary = formats.CorpusSummary(sentence_docs=fmt.one_doc_per != "document")
     if ents:
         docs = _with_ents(docs, spans_key)
     try:
@@ -124,14 +119,11 @@ def export(
     from . import formats
 
     if output_format not in EXPORT_FORMATS:
-        raise typer.BadParameter(f"unknown format {output_format!r}; choose from {EXPORT_FORMATS}")
+        raise typer.BadParameter(f"unknown format {output_format!r}; choose from {', '.join(EXPORT_FORMATS)}")
     docs = _read_docbin(input_path, lang)
     try:
         summary = formats.summarize(docs, spans_key, sentence_docs=False)
-        if output_format == "w2ner-json":
-            formats.write_w2ner_json(docs, output, spans_key)
-        else:
-            formats.docs_to_brat(docs, output, spans_key)
+        FORMATS[output_format].write(docs, output, spans_key)
     except ValueError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1)

@@ -14,7 +14,7 @@ tokenization, so the gold grid aligns with the predicted tokens::
 Malformed input raises ``FormatError`` (file:line) when the corpus is read.
 """
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -22,27 +22,29 @@ from spacy.training import Example
 from spacy.util import registry
 from spacy.vocab import Vocab
 
-from .formats import read_bmes, read_brat_collection, read_conll, read_dai_text, read_w2ner_json
-from .formats.tagged import check_conll_options
+from .formats import FORMATS, read_corpus
 
 PathLike = Union[str, Path]
-DocReader = Callable[[Language], Iterable[Doc]]
 
 
 class ConvertedCorpus:
-    """Examples from a corpus file read by one of the ``spacy_w2ner.formats`` readers."""
+    """Examples from a corpus file in one of the ``FORMATS``, read when the corpus is iterated."""
 
-    def __init__(self, read: DocReader, path: Optional[PathLike], limit: int = 0):
+    def __init__(self, format_name: str, path: Optional[PathLike], spans_key: str, limit: int, **options):
         if path is None:
             raise ValueError("spacy_w2ner corpus reader: 'path' is not set (e.g. paths.train is null)")
+        FORMATS[format_name].check(**{**FORMATS[format_name].options, **options})  # at config time
+        self.format_name = format_name
         self.path = Path(path)
-        self.read = read
+        self.spans_key = spans_key
         self.limit = limit
+        self.options = options
 
     def __call__(self, nlp: Language) -> Iterator[Example]:
         if not self.path.exists():
             raise ValueError(f"spacy_w2ner corpus reader: {self.path} does not exist")
-        for i, reference in enumerate(self.read(nlp)):
+        docs = read_corpus(self.format_name, self.path, nlp, self.spans_key, **self.options)
+        for i, reference in enumerate(docs):
             if self.limit and i >= self.limit:
                 break
             yield Example(same_tokens(reference, nlp.vocab), reference)
@@ -62,7 +64,7 @@ def create_w2ner_json_corpus(
     path: Optional[PathLike], spans_key: str = "w2ner", limit: int = 0
 ) -> Callable[[Language], Iterator[Example]]:
     """W2NER JSON records (``{"sentence": [...], "ner": [...]}``), one Example each."""
-    return ConvertedCorpus(lambda nlp: read_w2ner_json(path, nlp.vocab, spans_key), path, limit)
+    return ConvertedCorpus("w2ner-json", path, spans_key, limit)
 
 
 @registry.readers("spacy_w2ner.DaiCorpus.v1")
@@ -70,7 +72,7 @@ def create_dai_corpus(
     path: Optional[PathLike], spans_key: str = "w2ner", limit: int = 0
 ) -> Callable[[Language], Iterator[Example]]:
     """Dai et al.'s inline discontinuous-NER format, one Example per sentence."""
-    return ConvertedCorpus(lambda nlp: read_dai_text(path, nlp.vocab, spans_key), path, limit)
+    return ConvertedCorpus("dai", path, spans_key, limit)
 
 
 @registry.readers("spacy_w2ner.ConllCorpus.v1")
@@ -82,10 +84,7 @@ def create_conll_corpus(
     limit: int = 0,
 ) -> Callable[[Language], Iterator[Example]]:
     """CoNLL columns (BIO, IOB1 or BIOES tags in ``tag_column``), one Example per sentence."""
-    check_conll_options(scheme, tag_column)  # at config time; the file is read later
-    return ConvertedCorpus(
-        lambda nlp: read_conll(path, nlp.vocab, spans_key, tag_column=tag_column, scheme=scheme), path, limit
-    )
+    return ConvertedCorpus("conll", path, spans_key, limit, tag_column=tag_column, scheme=scheme)
 
 
 @registry.readers("spacy_w2ner.BmesCorpus.v1")
@@ -93,7 +92,7 @@ def create_bmes_corpus(
     path: Optional[PathLike], spans_key: str = "w2ner", limit: int = 0
 ) -> Callable[[Language], Iterator[Example]]:
     """Character-level BMES (Chinese), one Example per sentence."""
-    return ConvertedCorpus(lambda nlp: read_bmes(path, nlp.vocab, spans_key), path, limit)
+    return ConvertedCorpus("bmes", path, spans_key, limit)
 
 
 @registry.readers("spacy_w2ner.BratCorpus.v1")
@@ -103,16 +102,13 @@ def create_brat_corpus(
     spans_key: str = "w2ner",
     check_text: bool = True,
     limit: int = 0,
+    sentencizer: bool = False,
 ) -> Callable[[Language], Iterator[Example]]:
     """brat standoff (a directory of .txt/.ann pairs, or one .txt), one Example per document.
 
-    ``tokenizer`` is ``"spacy"`` (the pipeline's own tokenizer) or ``"whitespace"``.
+    ``tokenizer`` is ``"spacy"`` (the pipeline's own tokenizer) or ``"whitespace"``;
+    ``sentencizer`` sets sentence boundaries with spaCy's sentencizer.
     """
-    if tokenizer not in ("spacy", "whitespace"):
-        raise ValueError(f"tokenizer must be 'spacy' or 'whitespace', got {tokenizer!r}")
-
-    def read(nlp: Language) -> Iterator[Doc]:
-        tokenize = nlp.tokenizer if tokenizer == "spacy" else None
-        return read_brat_collection(path, nlp.vocab, spans_key, tokenize, check_text=check_text)
-
-    return ConvertedCorpus(read, path, limit)
+    return ConvertedCorpus(
+        "brat", path, spans_key, limit, tokenizer=tokenizer, check_text=check_text, sentencizer=sentencizer
+    )

@@ -731,7 +731,9 @@ def test_cli_usage_errors(tmp_path):
     path = write(tmp_path, "x.txt", "a B-X\n")
     assert "unknown format" in cli("convert", "iob", path, tmp_path / "out", code=2).stderr
     assert "only the brat format reads a directory" in cli("convert", "dai", tmp_path, tmp_path / "out", code=2).stderr
-    assert "--tokenizer" in cli("convert", "brat", path, tmp_path / "out", "--tokenizer", "bert", code=2).stderr
+    assert "tokenizer must be 'spacy' or" in cli("convert", "brat", path, tmp_path / "out", "--tokenizer", "bert", code=2).stderr
+    # An option of another format is an error, not silently ignored.
+    assert "--scheme does not apply to the dai format" in cli("convert", "dai", path, tmp_path / "out", "--scheme", "IOB1", code=2).stderr
     assert "unknown format" in cli("export", "conll", path, tmp_path / "o", code=2).stderr
     result = cli("export", "w2ner-json", path, tmp_path / "out.json", code=1)
     assert result.stderr.startswith(f"error: {path}: cannot read a .spacy DocBin")

@@ -1,4 +1,8 @@
-"""Corpus formats <-> Docs with the ``doc.spans`` contract.
+"""Corpus formats <-> Docs with the ``doc.spans`` contract, and ``FORMATS``, their one table.
+
+``FORMATS`` maps a format's name to how it is read (and written) and which options
+it takes; the ``convert``/``export`` commands and the registered corpus readers
+(``readers.py``) are made from it.
 
 Readers yield Docs whose entities are written with ``set_entities``; malformed
 input raises ``FormatError`` naming the file and the line (or record) and what
@@ -13,6 +17,13 @@ is wrong. No entity is dropped: ``CorpusSummary`` counts what was read.
 Writers: ``docs_to_w2ner_json`` / ``write_w2ner_json``, ``docs_to_brat`` and
 ``write_docbin`` (.spacy).
 """
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, Optional, Union
+
+from spacy.language import Language
+from spacy.tokens import Doc
+
 from .base import (
     IGNORED_KEY,
     NAME_KEY,
@@ -24,13 +35,100 @@ from .base import (
     summarize,
     write_docbin,
 )
-from .brat import docs_to_brat, read_brat, read_brat_collection, whitespace_tokenize
+from .brat import BRAT_TOKENIZERS, check_brat_options, docs_to_brat, read_brat, read_brat_collection, whitespace_tokenize
 from .dai import parse_dai_mentions, read_dai_text
-from .tagged import CONLL_SCHEMES, check_scheme, chunk_tags, parse_tag, read_bmes, read_conll
+from .tagged import CONLL_SCHEMES, check_conll_options, check_scheme, chunk_tags, parse_tag, read_bmes, read_conll
 from .w2ner_json import docs_to_w2ner_json, read_w2ner_json, w2ner_record_to_doc, write_w2ner_json
+
+
+
+@dataclass(frozen=True)
+class Format:
+    """A corpus format: how to read it into Docs (and write Docs to it), and its options.
+
+    ``read(path, nlp, spans_key, **options)`` yields Docs (``nlp`` gives the vocab,
+    and for brat the tokenizer); ``options`` maps each option the format takes to its
+    default, ``check(**options)`` raises ValueError for bad ones before any file is
+    read; ``write(docs, path, spans_key)`` exports, where the format can hold predictions.
+    """
+
+    read: Callable[..., Iterator[Doc]]
+    one_doc_per: str  # "record", "sentence" or "document"
+    options: Dict[str, Any] = field(default_factory=dict)
+    check: Callable[..., Any] = lambda **options: None
+    reads_directory: bool = False
+    write: Optional[Callable[..., Any]] = None
+
+
+PathLike = Union[str, Path]
+
+
+def _read_w2ner_json(path: PathLike, nlp: Language, spans_key: str) -> Iterator[Doc]:
+    return read_w2ner_json(path, nlp.vocab, spans_key)
+
+
+def _read_dai(path: PathLike, nlp: Language, spans_key: str) -> Iterator[Doc]:
+    return read_dai_text(path, nlp.vocab, spans_key)
+
+
+def _read_conll(path: PathLike, nlp: Language, spans_key: str, tag_column: int, scheme: str) -> Iterator[Doc]:
+    return read_conll(path, nlp.vocab, spans_key, tag_column=tag_column, scheme=scheme)
+
+
+def _read_bmes(path: PathLike, nlp: Language, spans_key: str) -> Iterator[Doc]:
+    return read_bmes(path, nlp.vocab, spans_key)
+
+
+def _read_brat(
+    path: PathLike, nlp: Language, spans_key: str, tokenizer: str, sentencizer: bool, check_text: bool
+) -> Iterator[Doc]:
+    tokenize = nlp.tokenizer if tokenizer == "spacy" else (lambda text: whitespace_tokenize(text, nlp.vocab))
+    if sentencizer:
+        from spacy.pipeline import Sentencizer
+
+        set_sentences = Sentencizer()
+        return read_brat_collection(path, nlp.vocab, spans_key, lambda text: set_sentences(tokenize(text)), check_text)
+    return read_brat_collection(path, nlp.vocab, spans_key, tokenize, check_text)
+
+
+FORMATS: Dict[str, Format] = {
+    "w2ner-json": Format(_read_w2ner_json, "record", write=write_w2ner_json),
+    "dai": Format(_read_dai, "sentence"),
+    "conll": Format(
+        _read_conll, "sentence", options={"tag_column": -1, "scheme": "BIO"}, check=check_conll_options
+    ),
+    "bmes": Format(_read_bmes, "sentence"),
+    "brat": Format(
+        _read_brat,
+        "document",
+        options={"tokenizer": "spacy", "sentencizer": False, "check_text": True},
+        check=check_brat_options,
+        reads_directory=True,
+        write=docs_to_brat,
+    ),
+}
+EXPORT_FORMATS = [name for name, fmt in FORMATS.items() if fmt.write is not None]
+
+
+def read_corpus(name: str, path: PathLike, nlp: Language, spans_key: str = "w2ner", **options) -> Iterator[Doc]:
+    """Docs of the corpus at ``path`` in format ``name``; options the format does not take are an error."""
+    if name not in FORMATS:
+        raise ValueError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")
+    fmt = FORMATS[name]
+    unknown = sorted(set(options) - set(fmt.options))
+    if unknown:
+        raise ValueError(f"the {name} format takes no option {', '.join(unknown)}")
+    options = {**fmt.options, **options}
+    fmt.check(**options)
+    return fmt.read(path, nlp, spans_key, **options)
+
 
 __all__ = [
     "CONLL_SCHEMES",
+    "EXPORT_FORMATS",
+    "FORMATS",
+    "Format",
+    "read_corpus",
     "CorpusSummary",
     "FormatError",
     "IGNORED_KEY",

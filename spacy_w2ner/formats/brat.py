@@ -37,6 +37,15 @@ _BRAT_T_ID = re.compile(r"T\d+")
 _WORD = re.compile(r"\S+")
 
 
+BRAT_TOKENIZERS = ("spacy", "whitespace")
+
+
+def check_brat_options(tokenizer: str, sentencizer: bool = False, check_text: bool = True) -> None:
+    """ValueError for a tokenizer that is not 'spacy' (the pipeline's) or 'whitespace'."""
+    if tokenizer not in BRAT_TOKENIZERS:
+        raise ValueError(f"tokenizer must be 'spacy' or 'whitespace', got {tokenizer!r}")
+
+
 def whitespace_tokenize(text: str, vocab: Vocab) -> Doc:
     """A Doc of the whitespace-separated words of ``text``, with ``doc.text == text``.
 
