@@ -1,10 +1,15 @@
-"""The ``w2ner`` pipeline component: a TrainablePipe over the W2NER grid model."""
+"""The ``w2ner`` pipeline component: a thin TrainablePipe over the W2NER grid model.
+
+Wiring only: the model (``model.py``) maps docs to grid scores per segment, the
+segments' grids are decoded and merged per doc (``segments.decode_segments``),
+entities are written with the ``doc.spans`` contract (``entities.py``); in
+training, gold entities become grid targets (``targets.py``).
+"""
 import warnings
+from collections import Counter
 from itertools import islice
-from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-import numpy as np
 import srsly
 from spacy import util
 from spacy.language import Language
@@ -15,19 +20,18 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats4d
 
-from .entities import (
-    TokenIndices,
-    aligned_gold_entities,
-    flat_entities,
-    get_entities,
-    set_entities,
+from .entities import Entity, flat_entities, get_entities, set_entities
+from .grid import n_relations
+from .model import (
+    GridBatch,
+    build_for_loading,
+    grid_scorer_dims,
+    legacy_grid_scorer_dims,
+    segment_grids,
 )
-from .grid import decode_grid, encode_grid, n_relations
-from .model import GridBatch, load_model_bytes, relations_and_confidences
 from .scorer import score_entities
-from .segments import Segment
-
-Prediction = Tuple[str, TokenIndices, float]
+from .segments import decode_segments
+from .targets import count_unlearnable, gold_entities, gold_grids
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -59,12 +63,35 @@ include_static_vectors = false
 
 [model.tok2vec.encode]
 @architectures = "spacy.MaxoutWindowEncoder.v2"
-width = 96
+width = ${model.tok2vec.embed.width}
 depth = 4
 window_size = 1
 maxout_pieces = 3
 """
 DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
+
+# Why a gold or predicted entity was not used, and what to do about it (warned once per cause).
+CAUSES = {
+    "misaligned": (
+        "gold entities could not be aligned to the predicted tokenization and were left out "
+        "of the loss"
+    ),
+    "unlearnable": (
+        "gold entities cross a sentence boundary or are longer than max_window, so no grid "
+        "holds them whole; they cannot be learned. Check the sentence boundaries, or raise "
+        "max_window"
+    ),
+    "thw_conflict": (
+        "gold entities share their first and last word with an entity of another label; "
+        "one tail-to-head cell holds one label (the first entity's), so they are left out "
+        "of the loss"
+    ),
+    "truncated": (
+        "tail-head grid cells were not fully read: they had more than max_paths_per_edge "
+        "entity paths, or their sentence more than 16 paths per word. Only the first paths "
+        "were kept; a grid like this comes from an undertrained model"
+    ),
+}
 
 
 @Language.factory(
@@ -153,7 +180,10 @@ class W2NER(TrainablePipe):
         self.learn_rate_scale = learn_rate_scale
         self.threshold = threshold
         self.scorer = scorer
-        self.cfg: Dict[str, list] = {"labels": []}
+        # labels; nI and nO (the grid network's dims) once initialized
+        self.cfg: Dict[str, object] = {"labels": []}
+        # Running totals of the causes in CAUSES; each is warned about once.
+        self.warning_counts: Counter = Counter()
 
     # Labels -------------------------------------------------------------------
 
@@ -213,53 +243,24 @@ class W2NER(TrainablePipe):
         self._grid_scorer.set_dim("nO", n_relations(len(self.labels)), force=True)
         sample = [example.predicted for example in islice(examples, 10)]
         self.model.initialize(X=sample or None)
+        self.cfg.update(grid_scorer_dims(self.model))
 
     # Prediction ---------------------------------------------------------------
 
-    def predict(self, docs: Iterable[Doc]) -> List[List[Prediction]]:
+    def predict(self, docs: Iterable[Doc]) -> List[List[Entity]]:
+        """The entities of each doc (labels by name, with scores)."""
         docs = list(docs)
         if not any(len(doc) for doc in docs):
             return [[] for _ in docs]
-        return self.decode(docs, self.model.predict(docs))
+        grids = segment_grids(self.model.ops, self.model.predict(docs))
+        found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge)
+        self._warn_once("truncated", truncated)
+        return [[entity.with_label(self.labels[entity.label]) for entity in entities] for entities in found]
 
-    def decode(self, docs: Sequence[Doc], outputs: List[GridBatch]) -> List[List[Prediction]]:
-        """Read entities off the grids; keep each from the window that owns its head."""
-        found: List[Dict[Tuple[str, TokenIndices], float]] = [{} for _ in docs]
-        truncated = 0
-        for batch in outputs:
-            if batch.relations is None:
-                relations, confidences = relations_and_confidences(self.model.ops, batch.logits)
-            else:
-                relations, confidences = batch.relations, batch.confidences
-            for k, segment in enumerate(batch.segments):
-                n = segment.length
-                result = decode_grid(
-                    relations[k, :n, :n],
-                    confidences[k, :n, :n],
-                    max_paths_per_edge=self.max_paths_per_edge,
-                )
-                truncated += result.truncated_edges
-                self._collect(found[segment.doc_index], segment, result.entities)
-        if truncated:
-            warnings.warn(
-                f"[{self.name}] {truncated} tail-head grid cells were not fully read: they had "
-                f"more than max_paths_per_edge={self.max_paths_per_edge} entity paths, or their "
-                "sentence more than 16 paths per word. Only the first paths were kept; "
-                "a grid like this comes from an undertrained model."
-            )
-        return [[(label, tokens, score) for (label, tokens), score in doc_found.items()] for doc_found in found]
-
-    def _collect(self, doc_found: Dict, segment: Segment, entities) -> None:
-        for entity in entities:
-            if not segment.owns(segment.start + entity.tokens[0]):
-                continue
-            key = (self.labels[entity.label_id], tuple(segment.start + i for i in entity.tokens))
-            doc_found[key] = max(entity.score, doc_found.get(key, 0.0))
-
-    def set_annotations(self, docs: Iterable[Doc], predictions: List[List[Prediction]]) -> None:
+    def set_annotations(self, docs: Iterable[Doc], predictions: List[List[Entity]]) -> None:
         for doc, entities in zip(docs, predictions):
             if self.threshold > 0.0:
-                entities = [entity for entity in entities if entity[2] >= self.threshold]
+                entities = [entity for entity in entities if entity.score >= self.threshold]
             set_entities(doc, entities, self.spans_key)
             if self.set_ents:
                 chosen = flat_entities(get_entities(doc, self.spans_key))
@@ -297,83 +298,45 @@ class W2NER(TrainablePipe):
         self, examples: Sequence[Example], outputs: List[GridBatch]
     ) -> Tuple[float, List[Floats4d]]:
         """Cross-entropy over the valid grid cells, averaged over all of them."""
-        gold = self._gold_entities(examples)
-        self._warn_unlearnable(examples, gold, [s for b in outputs for s in b.segments])
-        n_cells = sum(s.length * s.length for batch in outputs for s in batch.segments)
+        gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
+        segments = [segment for batch in outputs for segment in batch.segments]
+        self._warn_once("misaligned", misaligned)
+        self._warn_once("unlearnable", count_unlearnable(gold, segments))
+        n_cells = max(sum(s.length * s.length for s in segments), 1)
         ops = self.model.ops
         loss = 0.0
+        conflicts = 0
         gradients = []
         for batch in outputs:
-            targets, weights = self._gold_grids(batch, gold)
+            targets, weights, batch_conflicts = gold_grids(batch.segments, batch.logits.shape[1], gold)
+            conflicts += batch_conflicts
             targets = ops.asarray(targets, dtype="int64")
             weights = ops.asarray(weights, dtype="float32")
             probs = ops.softmax(batch.logits, axis=-1)
             picked = ops.xp.take_along_axis(probs, targets[..., None], axis=-1)[..., 0]
             loss += float((-ops.xp.log(picked + 1e-12) * weights).sum())
             one_hot = ops.xp.eye(probs.shape[-1], dtype=probs.dtype)[targets]
-            gradients.append((probs - one_hot) * (weights[..., None] / max(n_cells, 1)))
-        return loss / max(n_cells, 1), gradients
-
-    def _gold_entities(self, examples: Sequence[Example]) -> List[List[Tuple[int, TokenIndices]]]:
-        label_ids = {label: i for i, label in enumerate(self.labels)}
-        gold = []
-        misaligned = 0
-        for i, example in enumerate(examples):
-            entities, unaligned = aligned_gold_entities(example, self.spans_key)
-            misaligned += len(unaligned)
-            for label, _ in entities:
-                if label not in label_ids:
-                    raise ValueError(
-                        f"[{self.name}] Gold entity label '{label}' in doc {i} of the batch "
-                        f"({example.reference.text[:60]!r}) is not one of the component's "
-                        f"labels {list(self.labels)}. Initialize with all labels."
-                    )
-            gold.append([(label_ids[label], tokens) for label, tokens in entities])
-        if misaligned:
-            warnings.warn(
-                f"[{self.name}] {misaligned} gold entities could not be aligned to the "
-                "predicted tokenization and were left out of the loss"
-            )
-        return gold
-
-    def _gold_grids(self, batch: GridBatch, gold) -> Tuple[np.ndarray, np.ndarray]:
-        """Target relation ids and loss weights (1 on valid cells) for a batch."""
-        longest = batch.logits.shape[1]
-        targets = np.zeros((len(batch.segments), longest, longest), dtype="int64")
-        weights = np.zeros((len(batch.segments), longest, longest), dtype="float32")
-        for k, segment in enumerate(batch.segments):
-            inside, partial = _split_by_segment(gold[segment.doc_index], segment)
-            n = segment.length
-            targets[k, :n, :n], _ = encode_grid(inside, n)
-            weights[k, :n, :n] = 1.0
-            for tokens in partial:
-                # Links of an entity cut by the window edge are neither taught
-                # as present nor as absent.
-                kept = [t - segment.start for t in tokens if segment.start <= t < segment.end]
-                weights[k, kept[:-1], kept[1:]] = 0.0
-        return targets, weights
-
-    def _warn_unlearnable(self, examples, gold, segments: Sequence[Segment]) -> None:
-        by_doc: Dict[int, List[Segment]] = {}
-        for segment in segments:
-            by_doc.setdefault(segment.doc_index, []).append(segment)
-        unlearnable = 0
-        for i, entities in enumerate(gold):
-            for _, tokens in entities:
-                if not any(s.start <= tokens[0] and tokens[-1] < s.end for s in by_doc.get(i, [])):
-                    unlearnable += 1
-        if unlearnable:
-            warnings.warn(
-                f"[{self.name}] {unlearnable} gold entities cross a sentence boundary or "
-                "are longer than max_window, so no grid holds them whole; they cannot be "
-                "learned. Check the sentence boundaries, or raise max_window."
-            )
+            gradients.append((probs - one_hot) * (weights[..., None] / n_cells))
+        self._warn_once("thw_conflict", conflicts)
+        return loss / n_cells, gradients
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Apply the gradients: tok2vec at the optimizer's rate, the grid network scaled."""
         # The w2ner root node holds no parameters of its own.
         self.model.get_ref("tok2vec").finish_update(sgd)
         self._grid_scorer.finish_update(_ScaledOptimizer(sgd, self.learn_rate_scale))
+
+    def _warn_once(self, cause: str, count: int) -> None:
+        """Count a cause; warn the first time it occurs, pointing at the running total."""
+        if count <= 0:
+            return
+        first = self.warning_counts[cause] == 0
+        self.warning_counts[cause] += count
+        if first:
+            warnings.warn(
+                f"[{self.name}] {count} {CAUSES[cause]}. Shown once: the running total is "
+                f"nlp.get_pipe({self.name!r}).warning_counts[{cause!r}]."
+            )
 
     # Scoring and serialization --------------------------------------------------
 
@@ -384,39 +347,30 @@ class W2NER(TrainablePipe):
         kwargs.setdefault("spans_key", self.spans_key)
         return self.scorer(examples, **kwargs)
 
-    def to_bytes(self, *, exclude=tuple()) -> bytes:
-        self._validate_serialization_attrs()
-        serialize = {
-            "cfg": lambda: srsly.json_dumps(self.cfg),
-            "model": self.model.to_bytes,
-        }
-        return util.to_bytes(serialize, exclude)
-
     def from_bytes(self, bytes_data: bytes, *, exclude=tuple()) -> "W2NER":
-        self._validate_serialization_attrs()
-        deserialize = {
-            "cfg": lambda b: self.cfg.update(srsly.json_loads(b)),
-            "model": lambda b: load_model_bytes(self.model, b),
-        }
-        util.from_bytes(bytes_data, deserialize, exclude)
-        return self
-
-    def to_disk(self, path, *, exclude=tuple()) -> None:
-        path = util.ensure_path(path)
-        serialize = {
-            "cfg": lambda p: srsly.write_json(p, self.cfg),
-            "model": lambda p: Path(p).write_bytes(self.model.to_bytes()),
-        }
-        util.to_disk(path, serialize, exclude)
+        if "model" not in exclude:
+            parts = srsly.msgpack_loads(bytes_data)
+            self._initialize_before_deserializing(srsly.json_loads(parts["cfg"]), lambda: parts["model"])
+        return super().from_bytes(bytes_data, exclude=exclude)
 
     def from_disk(self, path, *, exclude=tuple()) -> "W2NER":
         path = util.ensure_path(path)
-        deserialize = {
-            "cfg": lambda p: self.cfg.update(srsly.read_json(p)),
-            "model": lambda p: load_model_bytes(self.model, Path(p).read_bytes()),
-        }
-        util.from_disk(path, deserialize, exclude)
-        return self
+        if "model" not in exclude:
+            cfg = srsly.read_json(path / "cfg")
+            self._initialize_before_deserializing(cfg, lambda: (path / "model").read_bytes())
+        return super().from_disk(path, exclude=exclude)
+
+    def _initialize_before_deserializing(self, cfg: dict, model_bytes: Callable[[], bytes]) -> None:
+        """Build the torch module for the saved dims, so the inherited methods load its weights.
+
+        Pipelines saved by 0.1.0 kept the dims in the model only (``legacy_grid_scorer_dims``).
+        """
+        if "nI" in cfg and "nO" in cfg:
+            dims = {"nI": cfg["nI"], "nO": cfg["nO"]}
+        else:
+            dims = legacy_grid_scorer_dims(self.model, model_bytes())
+        build_for_loading(self.model, dims)
+        self.cfg.update(dims)
 
 
 class _ScaledOptimizer:
@@ -431,14 +385,3 @@ class _ScaledOptimizer:
 
     def __getattr__(self, name):
         return getattr(self._optimizer, name)
-
-
-def _split_by_segment(entities, segment: Segment):
-    """Entities wholly inside the segment (relative indices), and those it cuts."""
-    inside, partial = [], []
-    for label_id, tokens in entities:
-        if segment.start <= tokens[0] and tokens[-1] < segment.end:
-            inside.append((label_id, [t - segment.start for t in tokens]))
-        elif tokens[0] < segment.end and tokens[-1] >= segment.start:
-            partial.append(tokens)
-    return inside, partial

@@ -1,6 +1,6 @@
-"""Entities on a Doc: the ``doc.spans`` contract.
+"""Entities on a Doc: the ``doc.spans`` contract, and the one entity type of the package.
 
-An entity is a label and a sorted tuple of token indices. In
+An entity is a label and a sorted tuple of token indices (``Entity``). In
 ``doc.spans[spans_key]`` it is written as its fragments (maximal runs of
 consecutive tokens), one ``Span`` each, with the entity's label. All fragments
 of an entity share one ``span.id_``, unique within the doc; spans without an id
@@ -8,8 +8,8 @@ are entities of their own (so a ``spancat``-style group reads as contiguous
 entities). ``doc.spans[spans_key].attrs["scores"]`` holds one confidence per
 span; the fragments of an entity share its score.
 """
-from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from spacy.tokens import Doc, Span
@@ -17,29 +17,64 @@ from spacy.training import Example
 
 TokenIndices = Tuple[int, ...]
 Fragment = Tuple[int, int]  # token offsets [start, end)
+Label = Union[str, int]  # the label's name on a Doc; its id inside the model and the grid codec
 
 SCORES_ATTR = "scores"
 
 
 @dataclass(frozen=True)
 class Entity:
-    """One entity of a doc: label, token indices, fragments, text and score."""
+    """One entity: a label and the sorted, unique indices of its tokens.
 
-    label: str
+    Two entities are equal when their label and tokens are (exact-match scoring);
+    ``score`` (the weakest-link confidence, None for gold), ``text`` (the fragments'
+    texts joined by a space) and ``spans`` (its ``doc.spans`` fragments) are extras
+    filled in where known. The grid codec and the model use the label's id as label.
+    """
+
+    label: Label
     tokens: TokenIndices
-    fragments: Tuple[Fragment, ...]
-    text: str
-    score: Optional[float] = None
+    score: Optional[float] = field(default=None, compare=False)
+    text: str = field(default="", compare=False)
     spans: Tuple[Span, ...] = field(default=(), compare=False, repr=False)
 
     @property
-    def is_discontinuous(self) -> bool:
-        return len(self.fragments) > 1
+    def fragments(self) -> Tuple[Fragment, ...]:
+        return fragments_of(self.tokens)
 
     @property
-    def key(self) -> Tuple[str, TokenIndices]:
-        """(label, token indices): the identity used for exact-match scoring."""
+    def is_discontinuous(self) -> bool:
+        return any(b != a + 1 for a, b in zip(self.tokens, self.tokens[1:]))
+
+    @property
+    def key(self) -> Tuple[Label, TokenIndices]:
+        """(label, token indices): what makes two entities the same."""
         return (self.label, self.tokens)
+
+    def with_label(self, label: Label) -> "Entity":
+        return replace(self, label=label)
+
+    def shifted(self, offset: int) -> "Entity":
+        """The same entity with ``offset`` added to its token indices."""
+        return replace(self, tokens=tuple(i + offset for i in self.tokens))
+
+
+EntityLike = Union[Entity, Tuple[Label, Sequence[int]], Tuple[Label, Sequence[int], Optional[float]]]
+
+
+def as_entity(entity: EntityLike) -> Entity:
+    """An ``Entity`` with sorted, unique tokens, from an Entity or a (label, tokens[, score]) tuple."""
+    if isinstance(entity, Entity):
+        label, tokens, score = entity.label, entity.tokens, entity.score
+    else:
+        label, tokens, *rest = entity
+        score = rest[0] if rest else None
+    normalized = tuple(sorted({int(i) for i in tokens}))
+    if not normalized:
+        raise ValueError(f"The {label} entity has no tokens")
+    if isinstance(entity, Entity) and normalized == entity.tokens:
+        return entity
+    return Entity(label, normalized, score)
 
 
 def fragments_of(tokens: Sequence[int]) -> Tuple[Fragment, ...]:
@@ -57,8 +92,9 @@ def tokens_of(fragments: Iterable[Fragment]) -> TokenIndices:
     return tuple(sorted({i for start, end in fragments for i in range(start, end)}))
 
 
-def entity_sort_key(label: str, tokens: TokenIndices):
-    return (tokens, label)
+def _position(entity: Entity):
+    """Entities are ordered by their tokens, then label."""
+    return (entity.tokens, str(entity.label))
 
 
 def get_entities(doc: Doc, spans_key: str = "w2ner") -> List[Entity]:
@@ -96,15 +132,17 @@ def get_entities(doc: Doc, spans_key: str = "w2ner") -> List[Entity]:
             )
         score = None if scores is None else float(min(scores[i] for i in members))
         entities.append(_make_entity(doc, labels.pop(), spans, score))
-    entities.sort(key=lambda e: entity_sort_key(e.label, e.tokens))
+    entities.sort(key=_position)
     return entities
 
 
 def _make_entity(doc: Doc, label: str, spans: Sequence[Span], score: Optional[float]) -> Entity:
     tokens = tuple(sorted({i for span in spans for i in range(span.start, span.end)}))
-    fragments = fragments_of(tokens)
-    text = " ".join(doc[start:end].text for start, end in fragments)
-    return Entity(label, tokens, fragments, text, score, tuple(spans))
+    return Entity(label, tokens, score, _text(doc, tokens), tuple(spans))
+
+
+def _text(doc: Doc, tokens: TokenIndices) -> str:
+    return " ".join(doc[start:end].text for start, end in fragments_of(tokens))
 
 
 def entity_from_tokens(
@@ -117,48 +155,43 @@ def entity_from_tokens(
             f"Entity tokens {tokens} are out of range for doc {_doc_excerpt(doc)} "
             f"of {len(doc)} tokens"
         )
-    fragments = fragments_of(tokens)
-    text = " ".join(doc[start:end].text for start, end in fragments)
-    return Entity(label, tokens, fragments, text, score)
+    return Entity(label, tokens, score, _text(doc, tokens))
 
 
 def set_entities(
     doc: Doc,
-    entities: Iterable[Tuple[str, Sequence[int], Optional[float]]],
+    entities: Iterable[EntityLike],
     spans_key: str = "w2ner",
     ids: Optional[Sequence[str]] = None,
 ) -> None:
-    """Write (label, token indices, score) entities to ``doc.spans[spans_key]``.
+    """Write entities to ``doc.spans[spans_key]``.
 
+    ``entities``: ``Entity`` objects or ``(label, token indices[, score])`` tuples.
     Entities are written in position order; entity k gets id ``e{k}``, or, when
     ``ids`` is given (one non-empty, unique id per entity, in the order of
     ``entities``), its own id (e.g. a brat ``T3``). Scores go to
     ``attrs["scores"]`` when every entity has one.
     """
-    entities = list(entities)
+    entities = [as_entity(entity) for entity in entities]
     if ids is not None:
         ids = list(ids)
         if len(ids) != len(entities):
             raise ValueError(f"set_entities got {len(ids)} ids for {len(entities)} entities")
         if not all(isinstance(i, str) and i for i in ids) or len(set(ids)) != len(ids):
             raise ValueError(f"set_entities needs unique, non-empty string ids, got {ids}")
-    ordered = sorted(
-        (
-            (label, tuple(sorted(set(tokens))), score, None if ids is None else ids[k])
-            for k, (label, tokens, score) in enumerate(entities)
-        ),
-        key=lambda e: entity_sort_key(e[0], e[1]),
-    )
+    order = sorted(range(len(entities)), key=lambda k: _position(entities[k]))
     spans: List[Span] = []
     span_scores: List[float] = []
-    for k, (label, tokens, score, entity_id) in enumerate(ordered):
-        for start, end in fragments_of(tokens):
-            spans.append(Span(doc, start, end, label=label, span_id=entity_id or f"e{k}"))
-            span_scores.append(np.nan if score is None else score)
+    for position, k in enumerate(order):
+        entity = entities[k]
+        entity_id = f"e{position}" if ids is None else ids[k]
+        for start, end in fragments_of(entity.tokens):
+            spans.append(Span(doc, start, end, label=entity.label, span_id=entity_id))
+            span_scores.append(np.nan if entity.score is None else entity.score)
     doc.spans[spans_key] = spans
-    if ordered and all(score is not None for _, _, score, _ in ordered):
+    if entities and all(entity.score is not None for entity in entities):
         doc.spans[spans_key].attrs[SCORES_ATTR] = np.asarray(span_scores, dtype="float32")
-    elif not ordered:
+    elif not entities:
         doc.spans[spans_key].attrs[SCORES_ATTR] = np.zeros((0,), dtype="float32")
 
 
@@ -180,18 +213,16 @@ def flat_entities(entities: Sequence[Entity]) -> List[Entity]:
     return chosen
 
 
-def aligned_gold_entities(
-    example: Example, spans_key: str
-) -> Tuple[List[Tuple[str, TokenIndices]], List[Entity]]:
-    """Gold entities of ``example.reference`` as token indices of ``example.predicted``.
+def aligned_gold_entities(example: Example, spans_key: str) -> Tuple[List[Entity], List[Entity]]:
+    """Gold entities of ``example.reference`` with token indices of ``example.predicted``.
 
-    Returns the aligned (label, token indices) entities, and the gold entities
-    that could not be aligned (a fragment boundary falls inside a predicted token).
+    Returns the aligned entities, and the gold entities that could not be aligned
+    (a fragment boundary falls inside a predicted token).
     """
     gold = get_entities(example.reference, spans_key)
     if _same_tokens(example.predicted, example.reference):
-        return [(e.label, e.tokens) for e in gold], []
-    aligned: List[Tuple[str, TokenIndices]] = []
+        return gold, []
+    aligned: List[Entity] = []
     misaligned: List[Entity] = []
     for entity in gold:
         fragments = []
@@ -203,7 +234,7 @@ def aligned_gold_entities(
                 break
             fragments.append((projected[0].start, projected[0].end))
         else:
-            aligned.append((entity.label, tokens_of(fragments)))
+            aligned.append(replace(entity, tokens=tokens_of(fragments), spans=()))
     return aligned, misaligned
 
 
@@ -211,11 +242,11 @@ def _same_tokens(a: Doc, b: Doc) -> bool:
     return len(a) == len(b) and all(x.idx == y.idx and len(x) == len(y) for x, y in zip(a, b))
 
 
-def overlapping(entities: Sequence[Tuple[str, TokenIndices]]) -> set:
+def overlapping(entities: Sequence[Entity]) -> set:
     """Indices of the entities that share a token with another entity of the list."""
     owners: Dict[int, List[int]] = {}
-    for k, (_, tokens) in enumerate(entities):
-        for i in tokens:
+    for k, entity in enumerate(entities):
+        for i in entity.tokens:
             owners.setdefault(i, []).append(k)
     result = set()
     for members in owners.values():

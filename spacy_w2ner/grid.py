@@ -14,15 +14,15 @@ trained grid cannot make decoding explode in time or memory.
 """
 from dataclasses import dataclass
 from itertools import chain
-from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
+
+from .entities import Entity, TokenIndices
 
 NONE = 0
 NNW = 1
 THW_OFFSET = 2
-
-TokenIndices = Tuple[int, ...]
 
 
 def n_relations(n_labels: int) -> int:
@@ -30,33 +30,24 @@ def n_relations(n_labels: int) -> int:
     return THW_OFFSET + n_labels
 
 
-class DecodedEntity(NamedTuple):
-    """An entity read off a grid: label id, sorted word indices and confidence."""
-
-    label_id: int
-    tokens: TokenIndices
-    score: float = 1.0
-
-
 @dataclass
 class DecodeResult:
-    entities: List[DecodedEntity]
+    entities: List[Entity]  # labels are label ids
     truncated_edges: int  # THW cells whose paths were cut at the cap
 
 
-def encode_grid(
-    entities: Iterable[Tuple[int, Sequence[int]]], length: int
-) -> Tuple[np.ndarray, int]:
-    """Write entities (label id, word indices) into a relation grid.
+def encode_grid(entities: Iterable[Entity], length: int) -> Tuple[np.ndarray, int]:
+    """Write entities (labels are label ids, tokens sorted word indices) into a relation grid.
 
     Returns the grid (int64, length x length) and the number of THW conflicts:
     entities whose (tail, head) cell already holds another label. The first entity
-    to claim a cell keeps it; the conflict count lets callers report the rest.
+    to claim a cell keeps it; the others cannot be represented on the grid, and the
+    count lets callers report them.
     """
     grid = np.zeros((length, length), dtype=np.int64)
     conflicts = 0
-    for label_id, tokens in entities:
-        tokens = sorted(set(tokens))
+    for entity in entities:
+        tokens = list(entity.tokens)
         if not tokens:
             raise ValueError("An entity must have at least one token")
         if tokens[0] < 0 or tokens[-1] >= length:
@@ -64,12 +55,27 @@ def encode_grid(
         if len(tokens) > 1:
             grid[tokens[:-1], tokens[1:]] = NNW
         tail, head = tokens[-1], tokens[0]
-        relation = THW_OFFSET + label_id
+        relation = THW_OFFSET + entity.label
         if grid[tail, head] not in (NONE, relation):
             conflicts += 1
         else:
             grid[tail, head] = relation
     return grid, conflicts
+
+
+def thw_conflicts(entities: Iterable[Entity]) -> int:
+    """How many entities share their head and tail word with an entity of another label.
+
+    Only one label fits a (tail, head) cell, so all but one of them cannot be learned
+    or predicted. Labels may be names or ids.
+    """
+    first_label = {}
+    conflicts = 0
+    for entity in entities:
+        cell = (entity.tokens[-1], entity.tokens[0])
+        if first_label.setdefault(cell, entity.label) != entity.label:
+            conflicts += 1
+    return conflicts
 
 
 def reachability(nnw: np.ndarray) -> np.ndarray:
@@ -135,7 +141,7 @@ def decode_grid(
         truncated += was_cut
         found.extend((int(labels[k]), path) for path in paths)
     scores = _path_scores(confidences, [path for _, path in found])
-    entities = [DecodedEntity(label, path, score) for (label, path), score in zip(found, scores)]
+    entities = [Entity(label, path, score) for (label, path), score in zip(found, scores)]
     return DecodeResult(entities, truncated)
 
 

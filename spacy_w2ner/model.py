@@ -4,16 +4,15 @@
 holds the segments (sentences or windows, see ``segments.py``) it scores and
 their relation logits, shape (segments, longest, longest, relations). The torch
 module is built lazily at ``initialize``, once the input width (from tok2vec)
-and the number of relations (from the component's labels) are known; a saved
-pipeline rebuilds it from the stored dims before loading weights
-(``load_model_bytes``).
+and the number of relations (from the component's labels) are known; the
+component keeps both in its cfg and rebuilds the module from them before a saved
+pipeline's weights load (``build_for_loading``).
 """
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
-import srsly
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Model
@@ -43,35 +42,32 @@ class GridBatch:
 @registry.architectures("spacy_w2ner.W2NER.v1")
 def build_w2ner_model(
     tok2vec: Model[List[Doc], List[Floats2d]],
-    lstm_size: int = 512,
-    dist_emb_size: int = 20,
-    region_emb_size: int = 20,
-    conv_size: int = 96,
-    dilations: List[int] = [1, 2, 3],
-    biaffine_size: int = 512,
-    ffnn_size: int = 288,
-    input_dropout: float = 0.5,
-    conv_dropout: float = 0.5,
-    output_dropout: float = 0.33,
-    max_window: int = 256,
-    window_overlap: int = 64,
-    max_grid_cells: int = 32768,
+    lstm_size: int,
+    dist_emb_size: int,
+    region_emb_size: int,
+    conv_size: int,
+    dilations: List[int],
+    biaffine_size: int,
+    ffnn_size: int,
+    input_dropout: float,
+    conv_dropout: float,
+    output_dropout: float,
+    max_window: int,
+    window_overlap: int,
+    max_grid_cells: int,
     mixed_precision: bool = False,
     grad_scaler_config: dict = {},
     nO: Optional[int] = None,
 ) -> Model[List[Doc], List[GridBatch]]:
     """W2NER: word vectors from ``tok2vec``, one relation grid per sentence or window.
 
-    Sizes default to the paper's (CADEC) settings. ``max_window`` bounds the
-    grid side (longer stretches are windowed with ``window_overlap`` tokens of
-    overlap); ``max_grid_cells`` bounds segments x longest^2 per torch batch.
-    ``nO`` (the number of relations) is set by the component from its labels.
+    The defaults (the paper's CADEC settings) are in the ``w2ner`` factory's config.
+    ``max_window`` bounds the grid side (longer stretches are windowed with
+    ``window_overlap`` tokens of overlap); ``max_grid_cells`` bounds segments x
+    longest^2 per torch batch. ``nO`` (the number of relations) is set by the
+    component from its labels. Every setting is checked here, so a bad config fails
+    when the pipeline is created.
     """
-    validate_window(max_window, window_overlap)
-    if max_grid_cells < 1:
-        raise ValueError(f"max_grid_cells must be positive, got {max_grid_cells}")
-    if not dilations or any(d < 1 for d in dilations):
-        raise ValueError(f"dilations must be a non-empty list of positive ints, got {dilations}")
     hyper = dict(
         lstm_size=lstm_size,
         dist_emb_size=dist_emb_size,
@@ -84,6 +80,9 @@ def build_w2ner_model(
         conv_dropout=conv_dropout,
         output_dropout=output_dropout,
     )
+    validate_hyperparameters(hyper)
+    validate_window(max_window, window_overlap)
+    _check_positive_int("max_grid_cells", max_grid_cells)
     grid_scorer = Model(
         GRID_SCORER_NAME,
         _grid_scorer_forward,
@@ -106,6 +105,26 @@ def build_w2ner_model(
             "max_grid_cells": max_grid_cells,
         },
     )
+
+
+def validate_hyperparameters(hyper: Dict[str, Any]) -> None:
+    """ValueError naming the first setting of the grid network that cannot work."""
+    for name in ("lstm_size", "dist_emb_size", "region_emb_size", "conv_size", "biaffine_size", "ffnn_size"):
+        _check_positive_int(name, hyper[name])
+    if hyper["lstm_size"] % 2:
+        raise ValueError(f"lstm_size must be even (two LSTM directions), got {hyper['lstm_size']}")
+    dilations = hyper["dilations"]
+    if not dilations or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dilations):
+        raise ValueError(f"dilations must be a non-empty list of positive ints, got {dilations}")
+    for name in ("input_dropout", "conv_dropout", "output_dropout"):
+        value = hyper[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def _w2ner_init(model: Model, X: Optional[List[Doc]] = None, Y=None) -> None:
@@ -176,18 +195,32 @@ def _single_threaded_torch_in_forked_children() -> None:
     _FORK_HOOK_REGISTERED = True
 
 
-def load_model_bytes(model: Model, data: bytes) -> Model:
-    """Load serialized w2ner weights, rebuilding the torch module first."""
-    msg = srsly.msgpack_loads(data)
+def grid_scorer_dims(model: Model) -> Dict[str, int]:
+    """The dims the torch module is built from (``nI``: word vector width, ``nO``: relations)."""
     grid_scorer = model.get_ref("grid_scorer")
-    if not grid_scorer.layers:
-        node_ids = [node.id for node in model.walk()]
-        index = node_ids.index(grid_scorer.id)
-        for dim, value in msg["nodes"][index]["dims"].items():
-            if value is not None:
-                grid_scorer.set_dim(dim, value, force=True)
-        build_grid_scorer(grid_scorer)
-    return model.from_dict(msg)
+    return {dim: grid_scorer.get_dim(dim) for dim in ("nI", "nO")}
+
+
+def build_for_loading(model: Model, dims: Dict[str, int]) -> None:
+    """Set the grid scorer's dims and build its torch module, so saved weights can load into it."""
+    grid_scorer = model.get_ref("grid_scorer")
+    for dim, value in dims.items():
+        grid_scorer.set_dim(dim, value, force=True)
+    build_grid_scorer(grid_scorer)
+
+
+def legacy_grid_scorer_dims(model: Model, model_bytes: bytes) -> Dict[str, int]:
+    """The grid scorer's dims stored inside the model bytes of a pipeline saved by 0.1.0.
+
+    Version 0.1.0 kept them in the model only; later versions keep them in the
+    component's cfg. Reads Thinc's serialized node list, for those pipelines alone.
+    """
+    import srsly
+
+    node_ids = [node.id for node in model.walk()]
+    index = node_ids.index(model.get_ref("grid_scorer").id)
+    dims = srsly.msgpack_loads(model_bytes)["nodes"][index]["dims"]
+    return {dim: dims[dim] for dim in ("nI", "nO")}
 
 
 def _convert_padded_inputs(model: Model, X: Tuple[Floats3d, Ints1d], is_train: bool):
@@ -237,6 +270,18 @@ def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
         return backprop_tok2vec(d_vectors)
 
     return outputs, backprop
+
+
+def segment_grids(ops, batches: Sequence[GridBatch]) -> Iterator[Tuple[Segment, np.ndarray, np.ndarray]]:
+    """(segment, relation ids, confidences) for every segment of the batches, unpadded (numpy)."""
+    for batch in batches:
+        if batch.relations is None:
+            relations, confidences = relations_and_confidences(ops, batch.logits)
+        else:
+            relations, confidences = batch.relations, batch.confidences
+        for k, segment in enumerate(batch.segments):
+            n = segment.length
+            yield segment, relations[k, :n, :n], confidences[k, :n, :n]
 
 
 def relations_and_confidences(ops, logits: Floats4d) -> Tuple[np.ndarray, np.ndarray]:

@@ -195,20 +195,20 @@ class GridNetwork(nn.Module):
         input_size: int,
         n_classes: int,
         *,
-        lstm_size: int = 512,
-        dist_emb_size: int = 20,
-        region_emb_size: int = 20,
-        conv_size: int = 96,
-        dilations: Sequence[int] = (1, 2, 3),
-        biaffine_size: int = 512,
-        ffnn_size: int = 288,
-        input_dropout: float = 0.5,
-        conv_dropout: float = 0.5,
-        output_dropout: float = 0.33,
+        lstm_size: int,
+        dist_emb_size: int,
+        region_emb_size: int,
+        conv_size: int,
+        dilations: Sequence[int],
+        biaffine_size: int,
+        ffnn_size: int,
+        input_dropout: float,
+        conv_dropout: float,
+        output_dropout: float,
     ):
+        """Sizes and dropouts as ``spacy_w2ner.W2NER.v1`` takes them (checked there; defaults
+        in the ``w2ner`` factory's config); ``lstm_size`` is even (two directions)."""
         super().__init__()
-        if lstm_size % 2:
-            raise ValueError(f"lstm_size must be even (two directions), got {lstm_size}")
         self.input_dropout = nn.Dropout(input_dropout)
         self.lstm = nn.LSTM(input_size, lstm_size // 2, batch_first=True, bidirectional=True)
         self.grid_builder = GridBuilder(lstm_size, dist_emb_size, region_emb_size, conv_size, conv_dropout)

@@ -14,15 +14,13 @@ match a gold entity. Keys (for spans_key "w2ner"):
 Figures are 0.0 when there is no such entity, gold or predicted. Gold entities
 that cannot be aligned to the predicted tokenization count as missed.
 """
-from typing import Any, Callable, Dict, Iterable, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Set
 
 from spacy.scorer import PRFScore
 from spacy.training import Example
 from spacy.util import registry
 
-from .entities import aligned_gold_entities, fragments_of, get_entities, overlapping
-
-EntityKey = Tuple[str, Tuple[int, ...]]
+from .entities import Entity, aligned_gold_entities, get_entities, overlapping
 
 
 def score_entities(
@@ -33,14 +31,13 @@ def score_entities(
     per_type: Dict[str, PRFScore] = {}
     for example in examples:
         gold, unaligned = aligned_gold_entities(example, spans_key)
-        predicted = [e.key for e in get_entities(example.predicted, spans_key)]
-        gold_set, predicted_set = set(gold), set(predicted)
+        gold_set, predicted_set = set(gold), set(get_entities(example.predicted, spans_key))
         overall.score_set(predicted_set, gold_set)
         # Gold entities that no predicted tokens can express are misses.
         overall.fn += len(unaligned)
         for entity in unaligned:
             per_type.setdefault(entity.label, PRFScore()).fn += 1
-        for label in {label for label, _ in gold_set | predicted_set}:
+        for label in {entity.label for entity in gold_set | predicted_set}:
             per_type.setdefault(label, PRFScore()).score_set(
                 _with_label(predicted_set, label), _with_label(gold_set, label)
             )
@@ -64,14 +61,14 @@ def make_entity_scorer() -> Callable[..., Dict[str, Any]]:
     return score_entities
 
 
-def _with_label(entities: Set[EntityKey], label: str) -> Set[EntityKey]:
-    return {e for e in entities if e[0] == label}
+def _with_label(entities: Set[Entity], label: str) -> Set[Entity]:
+    return {e for e in entities if e.label == label}
 
 
-def _discontinuous(entities: Set[EntityKey]) -> Set[EntityKey]:
-    return {e for e in entities if len(fragments_of(e[1])) > 1}
+def _discontinuous(entities: Set[Entity]) -> Set[Entity]:
+    return {e for e in entities if e.is_discontinuous}
 
 
-def _overlapping(entities: Set[EntityKey]) -> Set[EntityKey]:
-    ordered = sorted(entities)
+def _overlapping(entities: Set[Entity]) -> Set[Entity]:
+    ordered = sorted(entities, key=lambda e: (e.tokens, e.label))
     return {ordered[k] for k in overlapping(ordered)}

@@ -9,9 +9,13 @@ lies in that window's core, so each entity is reported once and comes from the
 window that sees the most context around its start.
 """
 from dataclasses import dataclass
-from typing import Iterator, List, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
+import numpy as np
 from spacy.tokens import Doc
+
+from .entities import Entity, TokenIndices
+from .grid import decode_grid
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,22 @@ class Segment:
 
     def owns(self, token_index: int) -> bool:
         return self.core_start <= token_index < self.core_end
+
+    def contains(self, tokens: TokenIndices) -> bool:
+        """Whether the sorted doc token indices lie wholly inside the segment."""
+        return self.start <= tokens[0] and tokens[-1] < self.end
+
+    def cuts(self, tokens: TokenIndices) -> bool:
+        """Whether the segment holds some, but not all, of the span from the first to the last token."""
+        return not self.contains(tokens) and tokens[0] < self.end and tokens[-1] >= self.start
+
+    def to_segment(self, entity: Entity) -> Entity:
+        """An entity of the doc with token indices relative to the segment."""
+        return entity.shifted(-self.start)
+
+    def to_doc(self, entity: Entity) -> Entity:
+        """An entity of the segment with token indices of the doc."""
+        return entity.shifted(self.start)
 
 
 def validate_window(max_window: int, window_overlap: int) -> None:
@@ -118,3 +138,32 @@ def batch_by_cells(
         real_cells += longest * longest
     if batch:
         yield batch
+
+
+SegmentGrid = Tuple[Segment, np.ndarray, np.ndarray]  # segment, relation ids, confidences (n x n)
+
+
+def decode_segments(
+    grids: Iterable[SegmentGrid], n_docs: int, max_paths_per_edge: int
+) -> Tuple[List[List[Entity]], int]:
+    """The entities of each doc, read off the grids of its segments.
+
+    An entity is kept from the segment whose core owns its first token, so each is
+    reported once; if two grids report the same entity, the higher score counts.
+    Returns the entities per doc (labels are label ids, tokens doc indices) and the
+    number of THW cells whose paths were not all read (see ``decode_grid``).
+    """
+    found: List[Dict[Entity, Entity]] = [{} for _ in range(n_docs)]
+    truncated = 0
+    for segment, relations, confidences in grids:
+        result = decode_grid(relations, confidences, max_paths_per_edge=max_paths_per_edge)
+        truncated += result.truncated_edges
+        doc_found = found[segment.doc_index]
+        for entity in result.entities:
+            if not segment.owns(segment.start + entity.tokens[0]):
+                continue
+            entity = segment.to_doc(entity)
+            previous = doc_found.get(entity)
+            if previous is None or entity.score > previous.score:
+                doc_found[entity] = entity
+    return [list(doc_found.values()) for doc_found in found], truncated

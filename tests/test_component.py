@@ -1,4 +1,5 @@
 """The w2ner component: registration, training, prediction, serialization, edge cases."""
+import json
 import random
 import warnings
 
@@ -111,6 +112,21 @@ def test_save_load_and_bytes_round_trip(trained_nlp, tmp_path):
     assert predictions(fresh, TEXTS) == expected
 
 
+def test_grid_dims_are_kept_in_cfg(trained_nlp, tmp_path):
+    """The torch module is rebuilt from the cfg's dims before the inherited loading."""
+    pipe = trained_nlp.get_pipe("w2ner")
+    grid_scorer = pipe.model.get_ref("grid_scorer")
+    assert pipe.cfg["nI"] == grid_scorer.get_dim("nI") == 64  # the small tok2vec's width
+    assert pipe.cfg["nO"] == grid_scorer.get_dim("nO") == 2 + len(pipe.labels)
+    pipe.to_disk(tmp_path / "w2ner", exclude=["vocab"])
+    saved = json.loads((tmp_path / "w2ner" / "cfg").read_text())
+    assert (saved["nI"], saved["nO"], saved["labels"]) == (64, 2 + len(pipe.labels), list(pipe.labels))
+    fresh = spacy.blank("en").add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    assert not fresh.model.get_ref("grid_scorer").layers  # not built yet
+    fresh.from_disk(tmp_path / "w2ner", exclude=["vocab"])
+    assert fresh.model.get_ref("grid_scorer").get_dim("nI") == 64
+
+
 def test_pipe_equals_call(trained_nlp):
     texts = TEXTS * 3
     one_by_one = [entity_keys(trained_nlp(t)) for t in texts]
@@ -141,37 +157,6 @@ def test_long_doc_without_sentences_is_windowed_not_truncated(trained_nlp):
     # Every predicted entity lies inside the doc and within one window's reach.
     assert all(e.tokens[-1] - e.tokens[0] < 256 for e in found)
     assert len(found) > 500
-
-
-def test_window_predictions_are_merged_by_core(trained_nlp):
-    """An entity seen by two overlapping windows is kept once, from the window owning its head."""
-    from spacy_w2ner.model import GridBatch
-    from spacy_w2ner.segments import Segment
-
-    pipe = trained_nlp.get_pipe("w2ner")
-    doc = trained_nlp.make_doc(" ".join(["w"] * 12))
-    n_classes = 2 + len(pipe.labels)
-    windows = [Segment(0, 0, 8, 0, 6), Segment(0, 4, 12, 6, 12)]
-
-    def grid(entities):
-        logits = np.zeros((8, 8, n_classes), dtype="float32")
-        logits[..., 0] = 5.0
-        for label_id, tokens in entities:
-            for a, b in zip(tokens, tokens[1:]):
-                logits[a, b, 1] = 10.0
-            logits[tokens[-1], tokens[0], 2 + label_id] = 10.0
-        return logits
-
-    # Doc entity (5, 6): head 5 is in window 0's core; window 1 also sees it.
-    # Doc entity (7, 9): head 7 is in window 1's core; window 0 sees it cut as (7,).
-    first = grid([(0, (5, 6)), (1, (7,))])
-    second = grid([(0, (1, 2)), (1, (3, 5))])
-    logits = np.stack([first, second])
-    result = pipe.decode([doc], [GridBatch(windows, logits)])
-    labels = pipe.labels
-    assert sorted((label, tokens) for label, tokens, _ in result[0]) == sorted(
-        [(labels[0], (5, 6)), (labels[1], (7, 9))]
-    )
 
 
 def test_sentences_are_gridded_separately(trained_nlp):
@@ -238,24 +223,33 @@ def test_custom_spans_key_renames_scores():
     assert "ents_all" in nlp("New York .").spans
 
 
-def test_decoder_cap_warns(trained_nlp):
-    pipe = trained_nlp.get_pipe("w2ner")
-    doc = trained_nlp.make_doc("a b c d e f")
+def test_decoder_cap_warns_once_with_a_running_count(trained_nlp, monkeypatch):
     from spacy_w2ner.model import GridBatch
     from spacy_w2ner.segments import Segment
 
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config={**SMALL_W2NER_CONFIG, "max_paths_per_edge": 3})
+    nlp.from_bytes(trained_nlp.to_bytes())
+    pipe = nlp.get_pipe("w2ner")
     n, n_classes = 6, 2 + len(pipe.labels)
     logits = np.full((1, n, n, n_classes), -5.0, dtype="float32")
     logits[0][np.triu_indices(n, 1)] = [-5, 5] + [-5] * (n_classes - 2)  # all NNW
     logits[0, n - 1, 0, 2] = 10.0  # one THW edge spanning the sentence: 16 paths
-    original = pipe.max_paths_per_edge
-    pipe.max_paths_per_edge = 3
-    try:
-        with pytest.warns(UserWarning, match="max_paths_per_edge=3"):
-            result = pipe.decode([doc], [GridBatch([Segment(0, 0, n, 0, n)], logits)])
-    finally:
-        pipe.max_paths_per_edge = original
-    assert len(result[0]) == 3
+
+    class DegenerateModel:  # the trained model's ops, a grid with 16 paths on one THW cell
+        ops = pipe.model.ops
+
+        def predict(self, docs):
+            return [GridBatch([Segment(0, 0, n, 0, n)], logits)]
+
+    monkeypatch.setattr(pipe, "model", DegenerateModel())
+    with pytest.warns(UserWarning, match="max_paths_per_edge") as caught:
+        docs = [nlp("a b c d e f") for _ in range(3)]
+    assert len([w for w in caught if "max_paths_per_edge" in str(w.message)]) == 1
+    assert "warning_counts['truncated']" in str(caught[0].message)
+    assert pipe.warning_counts["truncated"] == 3
+    assert all(len(doc.spans["w2ner"]) > 0 for doc in docs)
+    assert len(get_entities(docs[0])) == 3
 
 
 def test_gold_across_sentences_warns():
@@ -316,3 +310,61 @@ def test_threshold_drops_only_entities_scoring_below_it(trained_nlp):
     assert all(e.score >= cut for e in kept)
     with pytest.raises(ValueError, match="threshold must be between 0 and 1"):
         nlp.add_pipe("w2ner", name="bad", config={**SMALL_W2NER_CONFIG, "threshold": 1.5})
+
+
+def test_thw_conflicts_are_warned_once_and_counted():
+    """Two gold entities with the same first and last word but other labels: one reaches the loss."""
+    from spacy.training import Example
+
+    from spacy_w2ner import set_entities
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    reference = nlp.make_doc("New York University is in New York .")
+    set_entities(reference, [("ORG", (0, 1, 2)), ("LOC", (0, 2)), ("LOC", (5, 6))])
+    examples = [Example(nlp.make_doc(reference.text), reference)]
+    optimizer = nlp.initialize(lambda: examples)
+    with pytest.warns(UserWarning, match="share their first and last word") as caught:
+        for _ in range(3):
+            nlp.update(examples, sgd=optimizer)
+    assert len([w for w in caught if "first and last word" in str(w.message)]) == 1
+    assert nlp.get_pipe("w2ner").warning_counts["thw_conflict"] == 3
+
+
+@pytest.mark.parametrize(
+    "setting, value, message",
+    [
+        ("lstm_size", 15, "lstm_size must be even"),
+        ("lstm_size", 0, "lstm_size must be a positive int"),
+        ("conv_size", -3, "conv_size must be a positive int"),
+        ("biaffine_size", 2.5, "biaffine_size"),  # confection checks the type
+        ("dilations", [], "dilations must be a non-empty list"),
+        ("dilations", [1, 0], "dilations must be a non-empty list"),
+        ("input_dropout", 1.0, r"input_dropout must be a number in \[0, 1\)"),
+        ("output_dropout", -0.1, r"output_dropout must be a number in \[0, 1\)"),
+        ("max_window", 0, "max_window must be at least 1"),
+        ("window_overlap", 256, "window_overlap must be in"),
+        ("max_grid_cells", 0, "max_grid_cells must be a positive int"),
+    ],
+)
+def test_bad_model_settings_fail_when_the_pipe_is_created(setting, value, message):
+    nlp = spacy.blank("en")
+    with pytest.raises(ValueError, match=message):
+        nlp.add_pipe("w2ner", config={"model": {setting: value}})
+
+
+def test_defaults_live_in_the_factory_config_only():
+    import inspect
+
+    from spacy_w2ner.model import build_w2ner_model
+    from spacy_w2ner.network import GridNetwork
+
+    for function in (build_w2ner_model, GridNetwork.__init__):
+        sizes = {"lstm_size", "conv_size", "biaffine_size", "ffnn_size", "dilations", "input_dropout", "max_window"}
+        parameters = inspect.signature(function).parameters
+        assert all(parameters[name].default is inspect.Parameter.empty for name in sizes & set(parameters))
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("w2ner")
+    model = nlp.config["components"]["w2ner"]["model"]
+    assert model["lstm_size"] == 512 and model["tok2vec"]["encode"]["width"] == model["tok2vec"]["embed"]["width"]
+    assert pipe.model.attrs["max_window"] == 256

@@ -277,10 +277,11 @@ def test_overlapping():
         ("E", (6, 7)),  # inside the gap of D: no shared token
         ("F", (8,)),
     ]
+    entities = [Entity(label, tokens) for label, tokens in entities]
     assert overlapping(entities) == {0, 1, 3, 5}
     assert overlapping([]) == set()
-    assert overlapping([("A", (0,)), ("A", (0,))]) == {0, 1}
-    assert overlapping([("A", (0,)), ("B", (1,))]) == set()
+    assert overlapping([Entity("A", (0,)), Entity("A", (0,))]) == {0, 1}
+    assert overlapping([Entity("A", (0,)), Entity("B", (1,))]) == set()
 
 
 # ---------------------------------------------------------------- alignment
@@ -293,7 +294,7 @@ def test_aligned_gold_entities_identical_tokenization():
     set_entities(reference, gold)
     entities, misaligned = aligned_gold_entities(Example(make_doc(text), reference), "w2ner")
     assert misaligned == []
-    assert sorted(entities) == sorted((label, tokens) for label, tokens, _ in gold)
+    assert sorted(e.key for e in entities) == sorted((label, tokens) for label, tokens, _ in gold)
 
 
 def test_aligned_gold_entities_different_tokenization():
@@ -321,7 +322,7 @@ def test_aligned_gold_entities_different_tokenization():
     )
     entities, misaligned = aligned_gold_entities(Example(predicted, reference), "w2ner")
     assert sorted((e.label, e.tokens) for e in misaligned) == [("STATE", (4,)), ("X", (2, 6))]
-    assert sorted(entities) == sorted(
+    assert sorted(e.key for e in entities) == sorted(
         [("LOC", (2,)), ("CITY", (4,)), ("LOC", (2, 4)), ("Y", (1,))]
     )
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from spacy_w2ner.entities import as_entity
 from spacy_w2ner.grid import (
     NNW,
     NONE,
@@ -16,16 +17,21 @@ from spacy_w2ner.grid import (
     reachability,
 )
 
+
+def encode(entities, length):
+    """encode_grid of (label id, tokens) pairs, tokens normalised as set_entities does."""
+    return encode_grid([as_entity(entity) for entity in entities], length)
+
 # Words A B C D E of the paper's examples.
 A, B, C, D, E = range(5)
 
 
 def decoded_set(result):
-    return {(e.label_id, e.tokens) for e in result.entities}
+    return {(e.label, e.tokens) for e in result.entities}
 
 
 def roundtrip(entities, length):
-    grid, conflicts = encode_grid(entities, length)
+    grid, conflicts = encode(entities, length)
     assert conflicts == 0
     return grid, decode_grid(grid)
 
@@ -127,7 +133,7 @@ def test_case_d_discontinuous():
 
 def test_single_word_entity_on_diagonal():
     entities = [(1, (C,)), (0, (A, B))]
-    grid, conflicts = encode_grid(entities, 5)
+    grid, conflicts = encode(entities, 5)
     assert conflicts == 0
     assert grid[C, C] == THW_OFFSET + 1
     assert grid[B, A] == THW_OFFSET
@@ -137,7 +143,7 @@ def test_single_word_entity_on_diagonal():
 
 
 def test_encode_sorts_and_deduplicates_tokens():
-    grid, conflicts = encode_grid([(0, [3, 1, 1, 2])], 5)
+    grid, conflicts = encode([(0, [3, 1, 1, 2])], 5)
     assert conflicts == 0
     assert grid[1, 2] == NNW and grid[2, 3] == NNW
     assert grid[3, 1] == THW_OFFSET
@@ -146,7 +152,7 @@ def test_encode_sorts_and_deduplicates_tokens():
 
 def test_empty_grid_and_no_entities():
     assert decode_grid(np.zeros((0, 0), dtype=np.int64)).entities == []
-    grid, conflicts = encode_grid([], 4)
+    grid, conflicts = encode([], 4)
     assert conflicts == 0
     assert grid.shape == (4, 4) and not grid.any()
     result = decode_grid(grid)
@@ -158,13 +164,13 @@ def test_empty_grid_and_no_entities():
 
 
 def test_thw_conflict_first_label_kept():
-    grid, conflicts = encode_grid([(0, (A, B, C)), (1, (A, C))], 5)
+    grid, conflicts = encode([(0, (A, B, C)), (1, (A, C))], 5)
     assert conflicts == 1
     assert grid[C, A] == THW_OFFSET + 0
 
 
 def test_same_label_same_cell_is_not_a_conflict():
-    grid, conflicts = encode_grid([(1, (A, B, C)), (1, (A, C))], 5)
+    grid, conflicts = encode([(1, (A, B, C)), (1, (A, C))], 5)
     assert conflicts == 0
     assert grid[C, A] == THW_OFFSET + 1
 
@@ -174,12 +180,12 @@ def test_same_label_same_cell_is_not_a_conflict():
 )
 def test_encode_out_of_range_raises(tokens):
     with pytest.raises(ValueError):
-        encode_grid([(0, tokens)], 5)
+        encode([(0, tokens)], 5)
 
 
 def test_encode_empty_entity_raises():
     with pytest.raises(ValueError):
-        encode_grid([(0, ())], 5)
+        encode([(0, ())], 5)
 
 
 # ---------------------------------------------------------------------------
@@ -219,7 +225,7 @@ def test_nnw_in_lower_triangle_is_not_a_link():
 
 
 def test_scores_are_weakest_link():
-    grid, _ = encode_grid([(0, (A, B, D)), (1, (B, D)), (0, (E,))], 5)
+    grid, _ = encode([(0, (A, B, D)), (1, (B, D)), (0, (E,))], 5)
     conf = np.full((5, 5), 0.9)
     conf[A, B] = 0.7  # NNW of ABD
     conf[B, D] = 0.8  # NNW shared by ABD and BD
@@ -227,17 +233,17 @@ def test_scores_are_weakest_link():
     conf[D, B] = 0.6  # THW of BD
     conf[E, E] = 0.55  # THW of E
     result = decode_grid(grid, conf)
-    scores = {(e.label_id, e.tokens): e.score for e in result.entities}
+    scores = {(e.label, e.tokens): e.score for e in result.entities}
     assert scores == pytest.approx({(0, (A, B, D)): 0.7, (1, (B, D)): 0.6, (0, (E,)): 0.55})
 
     # The THW cell can be the weakest link too.
     conf[D, A] = 0.3
-    scores = {(e.label_id, e.tokens): e.score for e in decode_grid(grid, conf).entities}
+    scores = {(e.label, e.tokens): e.score for e in decode_grid(grid, conf).entities}
     assert scores[(0, (A, B, D))] == pytest.approx(0.3)
 
 
 def test_scores_default_to_one():
-    grid, _ = encode_grid([(0, (A, C)), (1, (D,))], 5)
+    grid, _ = encode([(0, (A, C)), (1, (D,))], 5)
     assert all(e.score == 1.0 for e in decode_grid(grid).entities)
 
 
@@ -261,7 +267,7 @@ def test_path_cap_truncates():
     for path in paths:
         assert path[0] == 0 and path[-1] == n - 1
         assert list(path) == sorted(set(path))
-    assert all(e.label_id == 0 for e in result.entities)
+    assert all(e.label == 0 for e in result.entities)
 
 
 def test_path_cap_default_is_bounded():
@@ -367,7 +373,7 @@ def random_grids(draw):
 @given(random_grids())
 def test_decode_matches_oracle(grid):
     result = decode_grid(grid, max_paths_per_edge=10_000)
-    pairs = [(e.label_id, e.tokens) for e in result.entities]
+    pairs = [(e.label, e.tokens) for e in result.entities]
     assert len(pairs) == len(set(pairs)), "duplicate entities"
     assert set(pairs) == oracle(grid)
     assert result.truncated_edges == 0
@@ -400,10 +406,22 @@ def encode_conflicts(entities):
 def test_encode_decode_roundtrip(case):
     n, entities = case
     assume(not encode_conflicts(entities))
-    grid, conflicts = encode_grid(sorted(entities), n)
+    grid, conflicts = encode(sorted(entities), n)
     assert conflicts == 0
     assume(oracle(grid) == entities)
     result = decode_grid(grid, max_paths_per_edge=10_000)
-    pairs = [(e.label_id, e.tokens) for e in result.entities]
+    pairs = [(e.label, e.tokens) for e in result.entities]
     assert len(pairs) == len(set(pairs))
     assert set(pairs) == entities
+
+
+def test_thw_conflicts_counts_what_encode_grid_leaves_out():
+    from spacy_w2ner.entities import Entity
+    from spacy_w2ner.grid import thw_conflicts
+
+    entities = [Entity(0, (A, B, C)), Entity(1, (A, C)), Entity(0, (A, C)), Entity(2, (A, D, C)), Entity(1, (D,))]
+    _, conflicts = encode_grid(entities, 5)
+    assert thw_conflicts(entities) == conflicts == 2
+    named = [Entity("ADR", (A, C)), Entity("DRUG", (A, B, C))]
+    assert thw_conflicts(named) == 1
+    assert thw_conflicts([]) == 0

@@ -25,6 +25,9 @@ SMALL = dict(
     dilations=(1, 2, 3),
     biaffine_size=10,
     ffnn_size=12,
+    input_dropout=0.5,
+    conv_dropout=0.5,
+    output_dropout=0.33,
 )
 
 
@@ -205,11 +208,6 @@ def test_region_ids():
                     expected = REGION_LOWER
                 assert ids[b, i, j] == expected, (b, i, j)
     assert (REGION_PAD, REGION_UPPER, REGION_LOWER) == (0, 1, 2)
-
-
-def test_odd_lstm_size_raises():
-    with pytest.raises(ValueError, match="lstm_size"):
-        GridNetwork(INPUT_SIZE, N_CLASSES, **{**SMALL, "lstm_size": 15})
 
 
 def test_dropout_in_train_mode_and_determinism_in_eval_mode():

@@ -7,9 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from spacy.tokens import Doc
 
+import numpy as np
+
+from spacy_w2ner.entities import Entity
+from spacy_w2ner.grid import encode_grid
 from spacy_w2ner.segments import (
     Segment,
     batch_by_cells,
+    decode_segments,
     segment_doc,
     segment_docs,
     sentence_regions,
@@ -238,3 +243,45 @@ def test_batch_by_cells_property(lengths, max_cells, max_padding, min_cells):
         padded = len(batch) * longest * longest
         if len(batch) > 1 and (len(batch) - 1) * batch[-2].length ** 2 >= min_cells:
             assert padded <= max_padding * sum(seg.length ** 2 for seg in batch) + 1e-9
+
+
+# ---------------------------------------------------------------- containment and decoding
+
+
+def test_segment_contains_and_cuts():
+    segment = Segment(0, 4, 12, 6, 10)
+    assert segment.contains((4, 11)) and segment.contains((6,))
+    assert not segment.contains((3, 5)) and not segment.contains((11, 12))
+    assert segment.cuts((3, 5)) and segment.cuts((11, 12)) and segment.cuts((2, 13))
+    assert not segment.cuts((0, 3)) and not segment.cuts((12, 14)) and not segment.cuts((5, 7))
+    entity = Entity("A", (5, 7), 0.5)
+    assert segment.to_segment(entity).tokens == (1, 3)
+    assert segment.to_doc(segment.to_segment(entity)) == entity
+
+
+def _grid(entities, n):
+    relations, _ = encode_grid(entities, n)
+    return relations, np.full((n, n), 0.9, dtype="float32")
+
+
+def test_window_predictions_are_merged_by_core():
+    """An entity seen by two overlapping windows is kept once, from the window owning its head."""
+    windows = [Segment(0, 0, 8, 0, 6), Segment(0, 4, 12, 6, 12)]
+    # Doc entity (5, 6): head 5 is in window 0's core; window 1 also sees it (as 1, 2).
+    # Doc entity (7, 9): head 7 is in window 1's core; window 0 sees it cut, as (7,).
+    first = _grid([Entity(0, (5, 6)), Entity(1, (7,))], 8)
+    second = _grid([Entity(0, (1, 2)), Entity(1, (3, 5))], 8)
+    found, truncated = decode_segments(
+        [(windows[0], *first), (windows[1], *second)], n_docs=1, max_paths_per_edge=64
+    )
+    assert sorted(found[0], key=lambda e: e.tokens) == [Entity(0, (5, 6)), Entity(1, (7, 9))]
+    assert truncated == 0
+
+
+def test_decode_segments_keeps_the_higher_score_and_doc_order():
+    segment = Segment(1, 0, 3, 0, 3)
+    relations, confidences = _grid([Entity(0, (0, 2))], 3)
+    low = confidences * 0.5
+    found, _ = decode_segments([(segment, relations, low), (segment, relations, confidences)], 2, 64)
+    assert found[0] == [] and found[1] == [Entity(0, (0, 2))]
+    assert found[1][0].score == pytest.approx(0.9)

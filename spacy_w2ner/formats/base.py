@@ -7,6 +7,7 @@ from typing import Dict, Iterable, List, Optional, Union
 from spacy.tokens import Doc, DocBin
 
 from ..entities import get_entities, overlapping
+from ..grid import thw_conflicts
 
 # Keys of ``doc.user_data`` written by the readers (kept in a DocBin with user data).
 NAME_KEY = "w2ner_name"  # brat: the document's name (path of the .txt without suffix)
@@ -28,7 +29,9 @@ class CorpusSummary:
     ``as_dict`` leaves it out. ``ignored`` counts annotations that are not entities
     (brat relations, events, attributes, notes), per kind; ``repaired`` counts
     entities read from a malformed tag sequence (e.g. a BIO entity starting with
-    ``I-``). Both are left out of ``as_dict`` when there are none.
+    ``I-``); ``thw_conflicts`` counts entities with the same first and last token as an
+    entity of another label, which W2NER cannot learn (one label per tail-to-head grid
+    cell: the first entity's). The three are left out of ``as_dict`` when there are none.
     """
 
     documents: int = 0
@@ -40,6 +43,7 @@ class CorpusSummary:
     sentence_docs: bool = False
     ignored: Counter = field(default_factory=Counter)
     repaired: int = 0
+    thw_conflicts: int = 0
     _sentences: int = field(default=0, repr=False)
     _sentences_known: bool = field(default=True, repr=False)
 
@@ -49,7 +53,8 @@ class CorpusSummary:
         self.tokens += len(doc)
         self.entities += len(entities)
         self.discontinuous += sum(e.is_discontinuous for e in entities)
-        self.overlapping += len(overlapping([(e.label, e.tokens) for e in entities]))
+        self.overlapping += len(overlapping(entities))
+        self.thw_conflicts += thw_conflicts(entities)
         self.per_label.update(e.label for e in entities)
         self.ignored.update(doc.user_data.get(IGNORED_KEY, {}))
         self.repaired += int(doc.user_data.get(REPAIRED_KEY, 0))
@@ -79,6 +84,8 @@ class CorpusSummary:
         )
         if self.repaired:
             result["repaired_entities"] = self.repaired
+        if self.thw_conflicts:
+            result["thw_conflicts"] = self.thw_conflicts
         if self.ignored:
             result["ignored_annotations"] = dict(sorted(self.ignored.items()))
         return result

@@ -1,0 +1,87 @@
+"""Training targets: gold entities -> relation grids and loss weights per segment (pure numpy).
+
+The gold entities of an example are aligned to its predicted tokens and their labels
+turned into label ids (``gold_entities``). Each segment (sentence or window, see
+``segments.py``) then gets the grid of the entities it holds whole (``gold_grids``).
+Some gold entities cannot be taught, and are counted so the component can say so:
+
+* ``misaligned``: a fragment boundary falls inside a predicted token;
+* ``unlearnable``: no segment holds the entity whole (it crosses a sentence
+  boundary, or is longer than ``max_window``);
+* ``thw_conflicts``: another entity with the same first and last word but another
+  label already claims its tail-to-head cell (one label per cell; the first wins).
+
+The links of an entity that a window cuts are neither taught as present nor as
+absent (weight 0), so windows never teach that half an entity is no entity.
+"""
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+from spacy.training import Example
+
+from .entities import Entity, aligned_gold_entities
+from .grid import encode_grid
+from .segments import Segment
+
+
+def gold_entities(
+    examples: Sequence[Example], labels: Sequence[str], spans_key: str
+) -> Tuple[List[List[Entity]], int]:
+    """Aligned gold entities per example, labelled by label id, and how many could not be aligned.
+
+    Raises ValueError naming the doc when a gold label is not one of ``labels``.
+    """
+    label_ids = {label: i for i, label in enumerate(labels)}
+    gold: List[List[Entity]] = []
+    misaligned = 0
+    for i, example in enumerate(examples):
+        entities, unaligned = aligned_gold_entities(example, spans_key)
+        misaligned += len(unaligned)
+        for entity in entities:
+            if entity.label not in label_ids:
+                raise ValueError(
+                    f"Gold entity label '{entity.label}' in doc {i} of the batch "
+                    f"({example.reference.text[:60]!r}) is not one of the component's "
+                    f"labels {list(labels)}. Initialize with all labels."
+                )
+        gold.append([entity.with_label(label_ids[entity.label]) for entity in entities])
+    return gold, misaligned
+
+
+def gold_grids(
+    segments: Sequence[Segment], longest: int, gold: Sequence[Sequence[Entity]]
+) -> Tuple[np.ndarray, np.ndarray, int]:
+    """Target relation ids and loss weights (1 on valid cells) for a batch of segments.
+
+    ``gold[doc_index]`` holds the doc's gold entities (label ids, doc token indices).
+    Returns (targets, weights), both (segments, longest, longest), and the number of
+    THW conflicts on the batch's grids.
+    """
+    targets = np.zeros((len(segments), longest, longest), dtype="int64")
+    weights = np.zeros((len(segments), longest, longest), dtype="float32")
+    conflicts = 0
+    for k, segment in enumerate(segments):
+        entities = gold[segment.doc_index]
+        inside = [segment.to_segment(e) for e in entities if segment.contains(e.tokens)]
+        n = segment.length
+        targets[k, :n, :n], segment_conflicts = encode_grid(inside, n)
+        conflicts += segment_conflicts
+        weights[k, :n, :n] = 1.0
+        for entity in entities:
+            if segment.cuts(entity.tokens):
+                kept = [t - segment.start for t in entity.tokens if segment.start <= t < segment.end]
+                weights[k, kept[:-1], kept[1:]] = 0.0
+    return targets, weights, conflicts
+
+
+def count_unlearnable(gold: Sequence[Sequence[Entity]], segments: Sequence[Segment]) -> int:
+    """Gold entities that no segment holds whole."""
+    by_doc: Dict[int, List[Segment]] = {}
+    for segment in segments:
+        by_doc.setdefault(segment.doc_index, []).append(segment)
+    return sum(
+        not any(segment.contains(entity.tokens) for segment in by_doc.get(i, []))
+        for i, entities in enumerate(gold)
+        for entity in entities
+    )
+
