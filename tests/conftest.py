@@ -1,12 +1,16 @@
 """Shared fixtures: small configs and training data with flat, nested and discontinuous entities."""
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
 import spacy
+from spacy.tokens import DocBin
 from spacy.training import Example
+from typer.testing import CliRunner
 
-from spacy_w2ner import set_entities
+from spacy_w2ner import get_entities, set_entities
+from spacy_w2ner.cli import app
 
 SHARED_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 
@@ -58,3 +62,47 @@ def trained_nlp():
     nlp = spacy.blank("en")
     nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
     return train(nlp, make_examples(nlp), 150)
+
+
+# ---------------------------------------------------------------- corpus-file helpers
+
+NLP = spacy.blank("en")
+VOCAB = NLP.vocab
+ZH_VOCAB = spacy.blank("zh").vocab
+try:  # click < 8.2 mixes stderr into stdout unless told not to
+    RUNNER = CliRunner(mix_stderr=False)
+except TypeError:
+    RUNNER = CliRunner()
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    """Write exactly these UTF-8 bytes (no newline translation) to directory/name."""
+    path = directory / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf8"))
+    return path
+
+
+def entities(doc, spans_key="w2ner"):
+    """(label, token indices) of a doc's entities, in position order."""
+    return [(e.label, e.tokens) for e in get_entities(doc, spans_key)]
+
+
+def words(doc):
+    return [t.text for t in doc]
+
+
+def cli(*args, code=0):
+    """Run the spacy_w2ner CLI in-process; returns the result after checking its exit code."""
+    result = RUNNER.invoke(app, [str(a) for a in args])
+    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+    return result
+
+
+def summary_line(result) -> dict:
+    """The JSON counts printed as the last line of stdout."""
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def docbin_docs(path: Path, vocab=VOCAB):
+    return list(DocBin().from_disk(path).get_docs(vocab))

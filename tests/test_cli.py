@@ -1,13 +1,18 @@
-"""spaCy's command line with w2ner: init labels, train from labels, evaluate."""
+"""The command line: spaCy's (init labels, train, evaluate) with w2ner, and spacy_w2ner's
+convert/export/split/filter (counts, exit codes, errors)."""
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import spacy
 from spacy.tokens import DocBin
 
-from .conftest import make_examples
+from spacy_w2ner import get_entities
+
+from .conftest import VOCAB, ZH_VOCAB, cli, docbin_docs, make_examples, summary_line, write
+from .samples import BMES, BRAT_ANN, BRAT_TEXT, CONLL, DAI, IOB1, RECORDS
 
 ROOT = Path(__file__).resolve().parents[1]
 CNN_CONFIG = ROOT / "project" / "configs" / "w2ner_cnn_cpu.cfg"
@@ -25,6 +30,7 @@ def run(*args):
     return result.stdout
 
 
+@pytest.mark.slow
 def test_init_labels_then_train_with_label_reader(tmp_path):
     data = tmp_path / "train.spacy"
     DocBin(docs=[eg.reference for eg in make_examples(spacy.blank("en"))]).to_disk(data)
@@ -110,3 +116,59 @@ def test_copy_entities_to_ents_refuses_a_discontinuous_entity():
     else:
         raise AssertionError("a discontinuous entity was accepted")
     assert list(doc.ents) == []
+
+
+CLI_INPUTS = {
+    "w2ner-json": ("data.json", json.dumps(RECORDS), [], 4),
+    "dai": ("cadec.txt", DAI, [], 4),
+    "conll": ("conll.txt", CONLL, [], 4),
+    "conll-iob1": ("iob1.txt", IOB1, ["--scheme", "IOB1"], 4),
+    "conll-column": ("chunks.txt", CONLL, ["--tag-column", "2"], 5),
+    "bmes": ("resume.char.bmes", BMES, ["--lang", "zh"], 5),
+    "brat": ("doc.txt", BRAT_TEXT, [], 2),
+    "brat-whitespace": ("doc.txt", BRAT_TEXT.replace(".", " ."), ["--tokenizer", "whitespace"], 2),
+}
+
+
+@pytest.mark.parametrize("case", list(CLI_INPUTS))
+def test_cli_convert_keeps_every_entity(tmp_path, case):
+    name, text, options, expected = CLI_INPUTS[case]
+    input_format = case.split("-")[0] if case != "w2ner-json" else case
+    path = write(tmp_path, name, text)
+    if input_format == "brat":
+        write(tmp_path, "doc.ann", BRAT_ANN.replace("35 40", "36 41") if "whitespace" in case else BRAT_ANN)
+    result = cli("convert", input_format, path, tmp_path / "out", *options)
+    counts = summary_line(result)
+    assert counts["entities"] == expected
+    assert sum(counts["per_label"].values()) == expected
+    output = tmp_path / "out" / (Path(name).stem + ".spacy")
+    assert result.stdout.splitlines()[0] == f"{path} -> {output}"
+    vocab = ZH_VOCAB if input_format == "bmes" else VOCAB
+    docs = docbin_docs(output, vocab)
+    assert sum(len(get_entities(doc, "w2ner")) for doc in docs) == expected
+    assert counts["documents"] == len(docs)
+    if input_format != "brat":
+        assert counts["sentences"] == len(docs)
+    # exporting counts the same entities
+    exported = cli("export", "w2ner-json", output, tmp_path / "out.json", "--lang", "zh" if input_format == "bmes" else "en")
+    assert summary_line(exported)["entities"] == expected
+    assert sum(len(r["ner"]) for r in json.loads((tmp_path / "out.json").read_text(encoding="utf8"))) == expected
+
+
+def test_cli_convert_format_error_exits_1_with_file_and_line(tmp_path):
+    path = write(tmp_path, "bad.txt", "a b c\n0,1 X\n\nd e\n0,9 Y\n")
+    result = cli("convert", "dai", path, tmp_path / "out", code=1)
+    assert result.stderr.startswith(f"error: {path}:5: mention 1 '0,9 Y' has the range 0,9")
+    assert not (tmp_path / "out" / "bad.spacy").exists()
+
+
+def test_cli_usage_errors(tmp_path):
+    path = write(tmp_path, "x.txt", "a B-X\n")
+    assert "unknown format" in cli("convert", "iob", path, tmp_path / "out", code=2).stderr
+    assert "only the brat format reads a directory" in cli("convert", "dai", tmp_path, tmp_path / "out", code=2).stderr
+    assert "tokenizer must be 'spacy' or" in cli("convert", "brat", path, tmp_path / "out", "--tokenizer", "bert", code=2).stderr
+    # An option of another format is an error, not silently ignored.
+    assert "--scheme does not apply to the dai format" in cli("convert", "dai", path, tmp_path / "out", "--scheme", "IOB1", code=2).stderr
+    assert "unknown format" in cli("export", "conll", path, tmp_path / "o", code=2).stderr
+    result = cli("export", "w2ner-json", path, tmp_path / "out.json", code=1)
+    assert result.stderr.startswith(f"error: {path}: cannot read a .spacy DocBin")

@@ -1,7 +1,6 @@
 """The w2ner component: registration, training, prediction, serialization, edge cases."""
 import json
 import random
-import warnings
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from spacy.util import registry
 
-from spacy_w2ner import W2NER, get_entities
+from spacy_w2ner import get_entities
 
 from .conftest import SMALL_W2NER_CONFIG, TRAIN_DATA, make_examples, train
 

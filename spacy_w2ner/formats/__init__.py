@@ -124,6 +124,7 @@ def read_corpus(name: str, path: PathLike, nlp: Language, spans_key: str = "w2ne
 
 
 __all__ = [
+    "BRAT_TOKENIZERS",
     "CONLL_SCHEMES",
     "EXPORT_FORMATS",
     "FORMATS",
