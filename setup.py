@@ -27,7 +27,7 @@ setup(
         "typer>=0.9",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6"],
+        "test": ["pytest>=7", "hypothesis>=6", "build"],
     },
     entry_points={
         "spacy_factories": ["w2ner = spacy_w2ner.component:make_w2ner"],

@@ -20,7 +20,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats4d
 
-from .entities import Entity, flat_entities, get_entities, set_entities
+from .entities import Entity, flat_entities, get_entities, set_entities, without_edge_whitespace
 from .grid import n_relations
 from .model import (
     GridBatch,
@@ -85,6 +85,12 @@ CAUSES = {
         "gold entities share their first and last word with an entity of another label; "
         "one tail-to-head cell holds one label (the first entity's), so they are left out "
         "of the loss"
+    ),
+    "no_sentences": (
+        "documents longer than max_window={max_window} tokens have no sentence boundaries: they "
+        "are gridded in overlapping windows that cross sentences, so an entity may span two "
+        "sentences, and prediction is slower. Set sentence boundaries before w2ner, e.g. "
+        "nlp.add_pipe('sentencizer', before='{name}') (the project's pipelines have one)"
     ),
     "truncated": (
         "tail-head grid cells were not fully read: they had more than max_paths_per_edge "
@@ -248,14 +254,20 @@ class W2NER(TrainablePipe):
     # Prediction ---------------------------------------------------------------
 
     def predict(self, docs: Iterable[Doc]) -> List[List[Entity]]:
-        """The entities of each doc (labels by name, with scores)."""
+        """The entities of each doc (labels by name, with scores), none starting or ending on whitespace."""
         docs = list(docs)
         if not any(len(doc) for doc in docs):
             return [[] for _ in docs]
+        max_window = self.model.attrs["max_window"]
+        unsegmented = sum(len(doc) > max_window and not doc.has_annotation("SENT_START") for doc in docs)
+        self._warn_once("no_sentences", unsegmented, max_window=max_window)
         grids = segment_grids(self.model.ops, self.model.predict(docs))
         found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge)
         self._warn_once("truncated", truncated)
-        return [[entity.with_label(self.labels[entity.label]) for entity in entities] for entities in found]
+        return [
+            [entity.with_label(self.labels[entity.label]) for entity in without_edge_whitespace(entities, doc)]
+            for doc, entities in zip(docs, found)
+        ]
 
     def set_annotations(self, docs: Iterable[Doc], predictions: List[List[Entity]]) -> None:
         for doc, entities in zip(docs, predictions):
@@ -326,15 +338,16 @@ class W2NER(TrainablePipe):
         self.model.get_ref("tok2vec").finish_update(sgd)
         self._grid_scorer.finish_update(_ScaledOptimizer(sgd, self.learn_rate_scale))
 
-    def _warn_once(self, cause: str, count: int) -> None:
+    def _warn_once(self, cause: str, count: int, **details) -> None:
         """Count a cause; warn the first time it occurs, pointing at the running total."""
         if count <= 0:
             return
         first = self.warning_counts[cause] == 0
         self.warning_counts[cause] += count
         if first:
+            text = CAUSES[cause].format(name=self.name, **details)
             warnings.warn(
-                f"[{self.name}] {count} {CAUSES[cause]}. Shown once: the running total is "
+                f"[{self.name}] {count} {text}. Shown once: the running total is "
                 f"nlp.get_pipe({self.name!r}).warning_counts[{cause!r}]."
             )
 

@@ -195,6 +195,34 @@ def set_entities(
         doc.spans[spans_key].attrs[SCORES_ATTR] = np.zeros((0,), dtype="float32")
 
 
+def without_edge_whitespace(entities: Iterable[Entity], doc: Doc) -> List[Entity]:
+    """The entities with the whitespace tokens (line breaks, runs of spaces) at the edges of
+    their fragments removed, so no entity or fragment starts or ends on one.
+
+    Whitespace inside a fragment stays ("stomach \\n pain" is one contiguous entity). An entity
+    of whitespace tokens only is no entity and goes; entities made equal by trimming are kept
+    once, with the higher score.
+    """
+    kept: Dict[Entity, Entity] = {}
+    for entity in entities:
+        tokens = tuple(i for start, end in entity.fragments for i in _trimmed(doc, start, end))
+        if not tokens:
+            continue
+        trimmed = entity if tokens == entity.tokens else replace(entity, tokens=tokens)
+        previous = kept.get(trimmed)
+        if previous is None or (trimmed.score or 0.0) > (previous.score or 0.0):
+            kept[trimmed] = trimmed
+    return list(kept.values())
+
+
+def _trimmed(doc: Doc, start: int, end: int) -> range:
+    while start < end and doc[start].is_space:
+        start += 1
+    while end > start and doc[end - 1].is_space:
+        end -= 1
+    return range(start, end)
+
+
 def flat_entities(entities: Sequence[Entity]) -> List[Entity]:
     """Contiguous, non-overlapping entities for ``doc.ents``.
 

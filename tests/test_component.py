@@ -237,6 +237,7 @@ def test_decoder_cap_warns_once_with_a_running_count(trained_nlp, monkeypatch):
 
     class DegenerateModel:  # the trained model's ops, a grid with 16 paths on one THW cell
         ops = pipe.model.ops
+        attrs = pipe.model.attrs
 
         def predict(self, docs):
             return [GridBatch([Segment(0, 0, n, 0, n)], logits)]
@@ -367,3 +368,41 @@ def test_defaults_live_in_the_factory_config_only():
     model = nlp.config["components"]["w2ner"]["model"]
     assert model["lstm_size"] == 512 and model["tok2vec"]["encode"]["width"] == model["tok2vec"]["embed"]["width"]
     assert pipe.model.attrs["max_window"] == 256
+
+
+def test_no_entity_starts_or_ends_on_whitespace():
+    """An untrained model predicts entities everywhere, whitespace tokens included: none is written
+    starting or ending (in any fragment) on a whitespace token."""
+    from spacy_w2ner.model import segment_grids
+    from spacy_w2ner.segments import decode_segments
+
+    spacy.util.fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    nlp.initialize(lambda: make_examples(nlp))
+    text = "Fatima had\n\nstomach \n pain  and \n\n nausea .\n  Then   headaches \n" * 3
+    pipe = nlp.get_pipe("w2ner")
+    doc = nlp.make_doc(text)
+    raw, _ = decode_segments(segment_grids(pipe.model.ops, pipe.model.predict([doc])), 1, 64)
+    def edges_on_space(entity):
+        return any(doc[s].is_space or doc[e - 1].is_space for s, e in entity.fragments)
+    assert any(edges_on_space(e) for e in raw[0]), "the check below would prove nothing"
+    doc = nlp(text)
+    found = get_entities(doc)
+    assert found and not any(edges_on_space(e) for e in found)
+    assert all(not span.text[0].isspace() and not span.text[-1].isspace() for span in doc.spans["w2ner"])
+
+
+def test_long_doc_without_sentences_warns_once():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    nlp.initialize(lambda: make_examples(nlp))
+    words = ("She had pain in her knees and ankles .".split()) * 40  # 360 tokens > max_window 256
+    with pytest.warns(UserWarning, match="longer than max_window=256 tokens have no sentence boundaries") as caught:
+        for _ in range(2):
+            nlp(Doc(nlp.vocab, words=words))
+    assert len([w for w in caught if "no sentence boundaries" in str(w.message)]) == 1
+    assert nlp.get_pipe("w2ner").warning_counts["no_sentences"] == 2
+    nlp.add_pipe("sentencizer", before="w2ner")
+    nlp(Doc(nlp.vocab, words=words))
+    assert nlp.get_pipe("w2ner").warning_counts["no_sentences"] == 2  # sentences: no new count

@@ -17,6 +17,7 @@ from spacy_w2ner.entities import (
     overlapping,
     set_entities,
     tokens_of,
+    without_edge_whitespace,
 )
 
 NLP = spacy.blank("en")
@@ -369,3 +370,27 @@ def test_set_get_roundtrip_property(case):
             (label, tuple(sorted(tokens)), float(np.float32(score)))
             for label, tokens, score in entities
         )
+
+
+# ---------------------------------------------------------------- whitespace at the edges
+
+
+def test_without_edge_whitespace_trims_fragments_and_merges():
+    doc = Doc(NLP.vocab, words=["\n", "pain", "\n", "in", "knees", "  ", "and", "ankles", "\n\n"],
+              spaces=[False] * 9)
+    entities = [
+        Entity("SYM", (0, 1, 2, 3, 4), 0.9),  # leading line break trimmed; the inner one stays
+        Entity("SYM", (1, 2, 3, 4, 5, 7), 0.5),  # "  " ends a fragment: trimmed, "ankles" stays apart
+        Entity("SYM", (1, 2, 3, 4), 0.95),  # equal to the first once trimmed: the higher score stays
+        Entity("SYM", (5,), 0.99),  # whitespace only: no entity
+        Entity("SYM", (7, 8), None),  # gold-style entity without a score
+    ]
+    trimmed = without_edge_whitespace(entities, doc)
+    assert [(e.tokens, e.score) for e in trimmed] == [
+        ((1, 2, 3, 4), 0.95),
+        ((1, 2, 3, 4, 7), 0.5),
+        ((7,), None),
+    ]
+    for entity in trimmed:
+        for start, end in entity.fragments:
+            assert not doc[start].is_space and not doc[end - 1].is_space

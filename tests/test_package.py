@@ -1,14 +1,31 @@
-"""`spacy package` builds a wheel that installs offline and annotates discontinuous entities."""
+"""`spacy package` builds a wheel of a project pipeline that installs offline, sets sentence
+boundaries before w2ner, and annotates discontinuous entities."""
+import json
 import subprocess
 import sys
 import venv
+from pathlib import Path
 
 import pytest
 import spacy
+from thinc.api import Adam
 
-from .conftest import SMALL_W2NER_CONFIG, make_examples, train
+from .conftest import make_examples
 
 pytest.importorskip("build", reason="spacy package --build wheel needs the 'build' package")
+pytestmark = pytest.mark.slow
+
+CNN_CONFIG = Path(__file__).resolve().parents[1] / "project" / "configs" / "w2ner_cnn_cpu.cfg"
+SMALL = {
+    "components.w2ner.model.lstm_size": 64,
+    "components.w2ner.model.conv_size": 32,
+    "components.w2ner.model.biaffine_size": 64,
+    "components.w2ner.model.ffnn_size": 64,
+}
+PARAGRAPH = (
+    "She had pain in her knees and ankles . New York University is in New York . "
+    "Aspirin caused severe headaches and nausea . Muscle aches in arms and legs after statins ."
+)
 
 
 def run(*args, **kwargs):
@@ -17,11 +34,15 @@ def run(*args, **kwargs):
     return result.stdout
 
 
-@pytest.mark.slow
-def test_packaged_wheel_installs_offline_and_annotates(tmp_path):
-    nlp = spacy.blank("en")
-    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
-    train(nlp, make_examples(nlp), 150)
+def test_packaged_project_pipeline_installs_offline_and_annotates_by_sentence(tmp_path):
+    config = spacy.util.load_config(CNN_CONFIG, overrides=SMALL, interpolate=True)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    examples = make_examples(nlp)
+    spacy.util.fix_random_seed(0)
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(1e-3)  # the config's warm-up would still be warming up after 150 steps
+    for _ in range(150):
+        nlp.update(examples, sgd=optimizer)
     nlp.to_disk(tmp_path / "model")
     (tmp_path / "packages").mkdir()
     run(sys.executable, "-m", "spacy", "package", tmp_path / "model", tmp_path / "packages",
@@ -43,10 +64,18 @@ def test_packaged_wheel_installs_offline_and_annotates(tmp_path):
     ), cwd=tmp_path)
     assert "spacy-w2ner" in requirements.split()
     out = run(python, "-c", (
-        "import spacy\n"
+        "import json, spacy\n"
         "from spacy_w2ner import get_entities\n"
         "nlp = spacy.load('en_w2ner_test')\n"
-        "doc = nlp('She had pain in her knees and ankles .')\n"
-        "for e in get_entities(doc): print(e.label, e.fragments)\n"
+        f"doc = nlp({PARAGRAPH!r})\n"
+        "print(json.dumps({'pipeline': nlp.pipe_names, 'sentences': [[s.start, s.end] for s in doc.sents],\n"
+        "  'entities': [[e.label, list(e.tokens)] for e in get_entities(doc)]}))\n"
     ), cwd=tmp_path)
-    assert "SYM ((2, 5), (7, 8))" in out
+    result = json.loads(out.strip().splitlines()[-1])
+    pipeline = result["pipeline"]
+    assert pipeline.index("sentencizer") < pipeline.index("w2ner")
+    sentences = result["sentences"]
+    assert len(sentences) == 4
+    assert ["SYM", [2, 3, 4, 7]] in result["entities"]  # the discontinuous "pain in her ankles"
+    for label, tokens in result["entities"]:
+        assert any(start <= tokens[0] and tokens[-1] < end for start, end in sentences), (label, tokens)

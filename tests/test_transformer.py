@@ -35,8 +35,11 @@ SMALL_HEAD = {
 
 
 def minilm_nlp(pooling="spacy_w2ner.reduce_max.v1"):
+    """The project's MiniLM pipeline with a small head, keeping the transformer's output on the
+    docs (no doc_cleaner) for the tests that compare it."""
     config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
     config["components"]["w2ner"]["model"]["tok2vec"]["pooling"]["@layers"] = pooling
+    config["nlp"]["pipeline"].remove("doc_cleaner")
     return spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
 
 
@@ -171,6 +174,7 @@ def _top_layers_mean(encoder, doc, n_layers):
 
 def _minilm_with_last_layers(n_layers, dropout=None):
     config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    config["nlp"]["pipeline"].remove("doc_cleaner")
     config["components"]["transformer"]["model"]["last_layers"] = n_layers
     if dropout is not None:
         config["components"]["transformer"]["model"]["transformer_config"] = {
