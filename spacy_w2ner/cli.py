@@ -1,7 +1,7 @@
 """Command line: ``python -m spacy_w2ner convert|export|show``."""
 import json
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional
+from typing import Iterable, Iterator, List, NoReturn, Optional
 
 import typer
 
@@ -21,16 +21,51 @@ def _progress(docs: Iterable, every: int = PROGRESS_EVERY) -> Iterator:
         yield doc
 
 
-def _read_docbin(path: Path, lang: str) -> list:
-    """The docs of a .spacy file; exit 1 with a message when it is not a DocBin."""
+def _fail(message: str) -> NoReturn:
+    """Exit 1 with one clear line on stderr (user errors get no traceback)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def _blank_nlp(lang: str):
     import spacy
-    from spacy.tokens import DocBin
 
     try:
-        return list(_progress(DocBin().from_disk(path).get_docs(spacy.blank(lang).vocab)))
+        return spacy.blank(lang)
+    except ImportError:
+        raise typer.BadParameter(f"unknown language code {lang!r}; --lang takes spaCy's codes (en, zh, de, ...)")
+
+
+def _output_dir(path: Path) -> Path:
+    if path.exists() and not path.is_dir():
+        raise typer.BadParameter(f"{path} is a file; give a directory (it is created if missing)")
+    return path
+
+
+def _output_file(path: Path) -> Path:
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a directory; give the path of the file to write")
+    return path
+
+
+def _read_docbin(path: Path, lang: str) -> list:
+    """The docs of a .spacy file; exit 1 with a message when it is not a DocBin."""
+    from spacy.tokens import DocBin
+
+    vocab = _blank_nlp(lang).vocab
+    try:
+        return list(_progress(DocBin().from_disk(path).get_docs(vocab)))
     except Exception as err:  # not a DocBin
-        typer.echo(f"error: {path}: cannot read a .spacy DocBin ({err})", err=True)
-        raise typer.Exit(1)
+        _fail(f"{path}: cannot read a .spacy DocBin ({err})")
+
+
+def _check_spans_key(docs: list, spans_key: str, where: str) -> None:
+    """Exit 1 naming the keys there are when no doc has ``doc.spans[spans_key]``."""
+    if not docs or any(spans_key in doc.spans for doc in docs):
+        return
+    keys = sorted({key for doc in docs for key in doc.spans})
+    found = f"they have {', '.join(repr(k) for k in keys)}" if keys else "they have no span groups"
+    _fail(f"{where}: no doc has doc.spans[{spans_key!r}]; {found}. Choose the key with --spans-key")
 
 
 def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
@@ -70,8 +105,6 @@ def convert(
     Malformed input stops the conversion with exit code 1 and a message naming file:line.
     With ``--ents`` a discontinuous or overlapping entity stops it too, naming the doc.
     """
-    import spacy
-
     from . import formats
 
     if input_format not in FORMATS:
@@ -88,7 +121,8 @@ def convert(
         if option not in fmt.options:
             flag = "--" + option.replace("_", "-")
             raise typer.BadParameter(f"{flag} does not apply to the {input_format} format")
-    nlp = spacy.blank(lang)
+    nlp = _blank_nlp(lang)
+    _output_dir(output_dir)
     try:
         docs = formats.read_corpus(input_format, input_path, nlp, spans_key, **options)
     except ValueError as err:  # bad options (scheme, tag column, tokenizer)
@@ -101,8 +135,16 @@ def convert(
     try:
         formats.write_docbin(_progress(docs), output_path, spans_key, summary=summary)
     except formats.FormatError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1)
+        _fail(str(err))
+    if summary.documents == 0:
+        typer.echo(f"warning: {input_path} holds no documents: {output_path} is empty", err=True)
+    spaced = sorted(label for label in summary.per_label if any(c.isspace() for c in label))
+    if spaced:
+        typer.echo(
+            f"warning: labels with whitespace ({', '.join(repr(label) for label in spaced)}): spaCy and "
+            "W2NER JSON keep them, brat cannot write them (export brat leaves those entities out)",
+            err=True,
+        )
     typer.echo(f"{input_path} -> {output_path}")
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
 
@@ -120,15 +162,22 @@ def export(
 
     if output_format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"unknown format {output_format!r}; choose from {', '.join(EXPORT_FORMATS)}")
+    if output_format == "brat":
+        _output_dir(output)
+    else:
+        _output_file(output)
     docs = _read_docbin(input_path, lang)
-    try:
-        summary = formats.summarize(docs, spans_key, sentence_docs=False)
-        FORMATS[output_format].write(docs, output, spans_key)
-    except ValueError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1)
+    _check_spans_key(docs, spans_key, str(input_path))
+    problems: List[str] = []
+    summary = formats.summarize(docs, spans_key, sentence_docs=False)
+    FORMATS[output_format].write(docs, output, spans_key, problems=problems)
+    for problem in problems:
+        typer.echo(f"warning: {problem}", err=True)
     typer.echo(f"{input_path} -> {output}")
-    typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
+    counts = summary.as_dict()
+    if problems:
+        counts["not_exported"] = len(problems)
+    typer.echo(json.dumps(counts, ensure_ascii=False))
 
 
 @app.command()
@@ -142,8 +191,13 @@ def show(
 
     from .formats import entity_texts
 
-    nlp = spacy.load(model)
-    for doc in nlp.pipe(texts):
+    try:
+        nlp = spacy.load(model)
+    except (OSError, ValueError) as err:
+        _fail(f"cannot load the pipeline {model!r}: {err}")
+    docs = list(nlp.pipe(texts))
+    _check_spans_key(docs, spans_key, f"the pipeline {model!r}")
+    for doc in docs:
         typer.echo(doc.text)
         for line in entity_texts(doc, spans_key) or ["  (no entities)"]:
             typer.echo("  " + line)
@@ -166,6 +220,7 @@ def split(
 
     if every < 2:
         raise typer.BadParameter(f"--every must be at least 2, got {every}")
+    _output_dir(output_dir)
     docs = _read_docbin(input_path, lang)
     dev = [doc for i, doc in enumerate(docs, start=1) if i % every == 0]
     train = [doc for i, doc in enumerate(docs, start=1) if i % every != 0]
@@ -193,6 +248,7 @@ def filter_entities(
     if not contiguous_only:
         raise typer.BadParameter("choose what to keep, e.g. --contiguous-only")
     removed = 0
+    _output_file(output_path)
     docs = _read_docbin(input_path, lang)
     for doc in docs:
         entities = get_entities(doc, spans_key)

@@ -172,3 +172,79 @@ def test_cli_usage_errors(tmp_path):
     assert "unknown format" in cli("export", "conll", path, tmp_path / "o", code=2).stderr
     result = cli("export", "w2ner-json", path, tmp_path / "out.json", code=1)
     assert result.stderr.startswith(f"error: {path}: cannot read a .spacy DocBin")
+
+
+# ---------------------------------------------------------------- bad input: one clear line, no traceback
+
+
+def usage_error(*args):
+    """The message of a usage error (exit 2), unwrapped from typer's box."""
+    return " ".join(cli(*args, code=2).stderr.replace("│", " ").split())
+
+
+def test_unknown_language_is_a_usage_error(tmp_path):
+    path = write(tmp_path, "x.json", json.dumps(RECORDS))
+    assert "unknown language code 'klingon'" in usage_error("convert", "w2ner-json", path, tmp_path / "out", "--lang", "klingon")
+
+
+def test_output_paths_of_the_wrong_kind_are_usage_errors(tmp_path):
+    path = write(tmp_path, "x.json", json.dumps(RECORDS))
+    a_file = write(tmp_path, "taken", "")
+    assert f"{a_file} is a file" in usage_error("convert", "w2ner-json", path, a_file)
+    cli("convert", "w2ner-json", path, tmp_path / "out")
+    docbin = tmp_path / "out" / "x.spacy"
+    assert "is a file" in usage_error("export", "brat", docbin, a_file)
+    assert "is a directory" in usage_error("export", "w2ner-json", docbin, tmp_path / "out")
+    assert "is a file" in usage_error("split", docbin, a_file)
+    assert "is a directory" in usage_error("filter", docbin, tmp_path / "out", "--contiguous-only")
+
+
+def test_show_names_a_pipeline_it_cannot_load(tmp_path):
+    result = cli("show", tmp_path / "no-such-model", "some text", code=1)
+    assert result.stderr.startswith(f"error: cannot load the pipeline '{tmp_path / 'no-such-model'}'")
+
+
+def test_a_wrong_spans_key_names_the_keys_there_are(tmp_path, trained_nlp):
+    path = write(tmp_path, "x.json", json.dumps(RECORDS))
+    cli("convert", "w2ner-json", path, tmp_path / "out")
+    result = cli("export", "brat", tmp_path / "out" / "x.spacy", tmp_path / "brat", "--spans-key", "sc", code=1)
+    assert "no doc has doc.spans['sc']; they have 'w2ner'" in result.stderr
+    trained_nlp.to_disk(tmp_path / "model")
+    result = cli("show", tmp_path / "model", "New York .", "--spans-key", "ents", code=1)
+    assert "no doc has doc.spans['ents']; they have 'w2ner'" in result.stderr
+
+
+def test_empty_input_converts_with_a_warning(tmp_path):
+    path = write(tmp_path, "blank.txt", "\n  \n\n")
+    result = cli("convert", "conll", path, tmp_path / "out")
+    assert "warning: " in result.stderr and "holds no documents" in result.stderr
+    assert summary_line(result)["documents"] == 0
+
+
+def test_labels_with_whitespace_are_flagged_at_conversion_and_left_out_of_brat_only(tmp_path):
+    records = [{"sentence": ["pain", "in", "knees"], "ner": [{"index": [0, 1, 2], "type": "Adverse Reaction"},
+                                                             {"index": [2], "type": "BODY"}]}]
+    path = write(tmp_path, "x.json", json.dumps(records))
+    result = cli("convert", "w2ner-json", path, tmp_path / "out")
+    assert "labels with whitespace ('Adverse Reaction')" in result.stderr
+    result = cli("export", "brat", tmp_path / "out" / "x.spacy", tmp_path / "brat")
+    assert "the 'Adverse Reaction' entity 'pain in knees' cannot be written in brat" in result.stderr
+    assert summary_line(result)["not_exported"] == 1
+    assert (tmp_path / "brat" / "x-record0.ann").read_text() == "T2\tBODY 8 13\tknees\n"
+
+
+@pytest.mark.slow
+def test_document_names_survive_spacy_apply_and_export(tmp_path, trained_nlp):
+    """Predictions map back to the files they came from: brat in, `spacy apply`, brat out."""
+    for name in ("notes/visit1", "visit2"):
+        write(tmp_path / "brat", f"{name}.txt", "She had pain in her knees and ankles .")
+        write(tmp_path / "brat", f"{name}.ann", "")
+    cli("convert", "brat", tmp_path / "brat", tmp_path / "gold", "--name", "notes")
+    trained_nlp.to_disk(tmp_path / "model")
+    run("spacy", "apply", tmp_path / "model", tmp_path / "gold" / "notes.spacy", tmp_path / "predicted.spacy")
+    result = cli("export", "brat", tmp_path / "predicted.spacy", tmp_path / "out")
+    assert summary_line(result)["entities"] >= 4
+    assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.ann")) == [
+        "notes/visit1.ann", "visit2.ann"
+    ]
+    assert "SYM" in (tmp_path / "out" / "visit2.ann").read_text()

@@ -225,5 +225,14 @@ def test_brat_export_renumbers_entities_without_brat_ids(tmp_path):
     path = write(tmp_path, "dai.txt", "a b c\n2,2 Y|0,0,2,2 X\n\n")
     (doc,) = read_dai_text(path, VOCAB)
     docs_to_brat([doc], tmp_path / "out")
-    assert (tmp_path / "out" / "doc00000.txt").read_text() == "a b c "
-    assert (tmp_path / "out" / "doc00000.ann").read_text() == "T1\tX 0 1;4 5\ta c\nT2\tY 4 5\tc\n"
+    # Named after its file and line by the converter, so the brat files map back to the input.
+    assert (tmp_path / "out" / "dai-line1.txt").read_text() == "a b c "
+    assert (tmp_path / "out" / "dai-line1.ann").read_text() == "T1\tX 0 1;4 5\ta c\nT2\tY 4 5\tc\n"
+    del doc.user_data["w2ner_name"]  # a doc without a name: numbered
+    docs_to_brat([doc], tmp_path / "unnamed")
+    assert (tmp_path / "unnamed" / "doc00000.ann").exists()
+
+
+def test_brat_annotation_file_with_a_byte_order_mark(tmp_path):
+    doc = brat_doc(tmp_path, ann="\ufeff" + BRAT_ANN)
+    assert entities(doc) == [("ADR", (2, 3, 4, 6)), ("SYM", (10,))]

@@ -181,3 +181,20 @@ def test_bmes_errors_name_file_and_line(tmp_path, line, message):
         list(read_bmes(path, ZH_VOCAB))
     assert str(err.value).startswith(f"{path}:4: ")
     assert message in str(err.value)
+
+
+def test_conll_tokens_keep_no_break_spaces(tmp_path):
+    """Columns are split on spaces and tabs only: "New\xa0York" is one token, nothing is cut off."""
+    path = write(tmp_path, "nbsp.txt", "New\xa0York NNP B-LOC\n10\xa0000 CD O\ncases\tNNS\tO\n\n")
+    (doc,) = read_conll(path, VOCAB)
+    assert words(doc) == ["New\xa0York", "10\xa0000", "cases"]
+    assert entities(doc) == [("LOC", (0,))]
+    assert doc.user_data["w2ner_name"] == "nbsp-line1"
+
+
+def test_bmes_reads_an_ideographic_space_character(tmp_path):
+    path = write(tmp_path, "x.bmes", "北 B-LOC\n京 E-LOC\n\u3000 O\n人 S-PER\n\n东 O\n")
+    first, second = read_bmes(path, ZH_VOCAB)
+    assert words(first) == ["北", "京", "\u3000", "人"]
+    assert entities(first) == [("LOC", (0, 1)), ("PER", (3,))]
+    assert [first.user_data["w2ner_name"], second.user_data["w2ner_name"]] == ["x-line1", "x-line6"]

@@ -159,7 +159,8 @@ def _read_ann(
     ids: List[str] = []
     seen: Dict[str, int] = {}
     ignored: Counter = Counter()
-    for number, line in enumerate(read_text(ann_path, newline="").split("\n"), start=1):
+    # Offsets count the characters of the .txt, so a byte order mark of the .ann is not content.
+    for number, line in enumerate(read_text(ann_path, newline="").lstrip("\ufeff").split("\n"), start=1):
         line = line.rstrip("\r")
         if not line.strip():
             continue
@@ -241,25 +242,40 @@ def _tokens_near(doc: Doc, start: int, end: int) -> str:
     return ", ".join(f"{t.text!r}@{t.idx}" for t in tokens) or "none"
 
 
-def docs_to_brat(docs: Iterable[Doc], out_dir: Union[str, Path], spans_key: str = "w2ner") -> List[Path]:
+def docs_to_brat(
+    docs: Iterable[Doc], out_dir: Union[str, Path], spans_key: str = "w2ner", problems: Optional[List[str]] = None
+) -> List[Path]:
     """Write each doc as ``name.txt`` and ``name.ann``; returns the .ann paths.
 
-    The name is ``doc.user_data["w2ner_name"]`` (set by the brat reader) or
+    The name is ``doc.user_data["w2ner_name"]`` (set by the converters: the brat
+    document's path, or the input file's name and the line or record of the doc) or
     ``doc{index:05d}``. Each entity becomes ``T{n}<TAB>LABEL start end[;start
     end...]<TAB>text`` with the character offsets of its fragments in position
     order; its brat id is kept when every entity of the doc has a distinct
     ``T<number>`` id (docs read from brat; lines are then in id order, so a
     brat file with its entities in id order round-trips unchanged), otherwise
     entities are numbered T1, T2... in position order. Only text-bound annotations are written.
+
+    What brat cannot hold (a label with whitespace; a name that is absolute, has '..' or
+    repeats another doc's) is reported in ``problems``, naming the doc, and left out: the
+    entity, or the doc for a bad name; the rest is written. Without ``problems`` it raises
+    ValueError.
     """
     out_dir = Path(out_dir)
     written: List[Path] = []
     names = set()
+
+    def report(message: str) -> None:
+        if problems is None:
+            raise ValueError(message)
+        problems.append(message)
+
     for index, doc in enumerate(docs):
         name = doc.user_data.get(NAME_KEY) or f"doc{index:05d}"
         relative = PurePosixPath(name)
         if relative.is_absolute() or ".." in relative.parts or name in names:
-            raise ValueError(f"doc {index}: cannot write brat document {name!r} (absolute, '..' or a duplicate name)")
+            report(f"doc {index}: cannot write brat document {name!r} (absolute, '..' or a duplicate name); left out")
+            continue
         names.add(name)
         entities = get_entities(doc, spans_key)
         ids = [entity.spans[0].id_ if entity.spans else "" for entity in entities]
@@ -270,7 +286,11 @@ def docs_to_brat(docs: Iterable[Doc], out_dir: Union[str, Path], spans_key: str 
         lines = []
         for entity_id, entity in numbered:
             if not entity.label or any(c.isspace() for c in entity.label):
-                raise ValueError(f"doc {name!r}: label {entity.label!r} cannot be written in brat (whitespace)")
+                report(
+                    f"doc {index} ({name!r}): the {entity.label!r} entity {entity.text!r} cannot be written "
+                    "in brat (its label has whitespace); left out"
+                )
+                continue
             chars = [(doc[s:e].start_char, doc[s:e].end_char) for s, e in entity.fragments]
             offsets = ";".join(f"{start} {end}" for start, end in chars)
             lines.append(f"{entity_id}\t{entity.label} {offsets}\t{_fragment_text(doc.text, chars)}\n")

@@ -25,7 +25,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..entities import set_entities
-from .base import FormatError, read_text
+from .base import NAME_KEY, FormatError, read_text
 
 _TOKEN_SEPARATOR = re.compile(r"[ \t]+")
 
@@ -37,32 +37,33 @@ def read_dai_text(path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ner"
     i = 0
     while i < len(lines):
         token_line = lines[i]
-        if not token_line.strip():
-            if not any(line.strip() for line in lines[i:]):
+        if _blank(token_line):
+            if all(_blank(line) for line in lines[i:]):
                 return  # blank lines at the end of the file
             raise FormatError(f"{path}:{i + 1}: expected a line of tokens, got a blank line")
         words = _TOKEN_SEPARATOR.split(token_line.strip(" \t"))
         mention_line = lines[i + 1] if i + 1 < len(lines) else ""  # the file may end here
         entities = parse_dai_mentions(mention_line, len(words), f"{path}:{i + 2}")
-        if i + 2 < len(lines) and lines[i + 2].strip():
+        if i + 2 < len(lines) and not _blank(lines[i + 2]):
             raise FormatError(
                 f"{path}:{i + 3}: expected a blank line after the mentions of line {i + 2}, "
                 f"got {_excerpt(lines[i + 2])}"
             )
         doc = Doc(vocab, words=words)
         set_entities(doc, [(label, tokens, None) for label, tokens in entities], spans_key)
+        doc.user_data[NAME_KEY] = f"{path.stem}-line{i + 1}"
         yield doc
         i += 3
 
 
 def parse_dai_mentions(line: str, n_tokens: int, where: str) -> List[Tuple[str, List[int]]]:
     """(label, token indices) for each mention of a Dai mention line."""
-    line = line.strip()
+    line = line.strip(" \t")
     if not line:
         return []
     entities = []
     for k, mention in enumerate(line.split("|")):
-        parts = mention.strip().split()
+        parts = _TOKEN_SEPARATOR.split(mention.strip(" \t"))
         if len(parts) != 2:
             raise FormatError(
                 f"{where}: mention {k + 1} {mention!r} is not 'start,end[,start,end...] TYPE'"
@@ -89,6 +90,11 @@ def parse_dai_mentions(line: str, n_tokens: int, where: str) -> List[Tuple[str, 
             raise FormatError(f"{where}: mention {k + 1} {mention!r} has ranges that share a token")
         entities.append((label, sorted(tokens)))
     return entities
+
+
+def _blank(line: str) -> bool:
+    """A line of spaces and tabs at most: other whitespace (a no-break space, U+0085) is a token."""
+    return not line.strip(" \t")
 
 
 def _excerpt(text: str, width: int = 60) -> str:

@@ -20,7 +20,16 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..entities import set_entities
-from .base import REPAIRED_KEY, FormatError, read_text
+from .base import NAME_KEY, REPAIRED_KEY, FormatError, read_text
+
+# Columns are separated by spaces and tabs only: a token may hold any other character,
+# a no-break space ("New\\xa0York", "10\\xa0000") or an ideographic space (U+3000) included.
+_COLUMN_SEPARATOR = re.compile(r"[ \t]+")
+
+
+def _columns(line: str) -> List[str]:
+    stripped = line.strip(" \t")
+    return _COLUMN_SEPARATOR.split(stripped) if stripped else []
 
 # scheme: (prefixes allowed besides O, well-formed prefix sequence of one entity)
 SCHEMES = {
@@ -95,7 +104,8 @@ def read_conll(
 ) -> Iterator[Doc]:
     """Docs (one per sentence) from a CoNLL column file.
 
-    Columns are separated by whitespace; the token is column 0 and the tag
+    Columns are separated by spaces and tabs (a token may hold other whitespace, such as a
+    no-break space); the token is column 0 and the tag
     column ``tag_column`` (default: the last). Sentences are separated by blank
     lines; ``-DOCSTART-`` lines separate documents and are not sentences.
     ``scheme`` is ``BIO`` (BIO2: every entity starts with ``B-``), ``IOB1``
@@ -115,11 +125,12 @@ def read_conll(
 def _read_conll(path: Path, vocab: Vocab, spans_key: str, tag_column: int, scheme: str) -> Iterator[Doc]:
     words: List[str] = []
     tags: List[Tag] = []
+    first_line = 0
     for number, line in enumerate(read_text(path).split("\n"), start=1):
-        columns = line.split()
+        columns = _columns(line)
         if not columns or columns[0] == "-DOCSTART-":
             if words:
-                yield _tagged_doc(vocab, words, None, tags, scheme, spans_key)
+                yield _tagged_doc(vocab, words, None, tags, scheme, spans_key, f"{path.stem}-line{first_line}")
                 words, tags = [], []
             continue
         where = f"{path}:{number}"
@@ -133,10 +144,12 @@ def _read_conll(path: Path, vocab: Vocab, spans_key: str, tag_column: int, schem
             ) from None
         if (tag_column % len(columns)) == 0:
             raise FormatError(f"{where}: tag column {tag_column} is the token column in {line.strip()!r}")
+        if not words:
+            first_line = number
         words.append(columns[0])
         tags.append(parse_tag(tag, scheme, where))
     if words:
-        yield _tagged_doc(vocab, words, None, tags, scheme, spans_key)
+        yield _tagged_doc(vocab, words, None, tags, scheme, spans_key, f"{path.stem}-line{first_line}")
 
 
 def read_bmes(path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ner") -> Iterator[Doc]:
@@ -154,26 +167,33 @@ def read_bmes(path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ner") ->
     path = Path(path)
     words: List[str] = []
     tags: List[Tag] = []
+    first_line = 0
     for number, line in enumerate(read_text(path).split("\n"), start=1):
-        columns = line.split()
+        columns = _columns(line)
         if not columns:
             if words:
-                yield _tagged_doc(vocab, words, [False] * len(words), tags, "BMES", spans_key)
+                name = f"{path.stem}-line{first_line}"
+                yield _tagged_doc(vocab, words, [False] * len(words), tags, "BMES", spans_key, name)
                 words, tags = [], []
             continue
         where = f"{path}:{number}"
         if len(columns) != 2:
             raise FormatError(f"{where}: expected 'char TAG', got {line.strip()!r}")
+        if not words:
+            first_line = number
         words.append(columns[0])
         tags.append(parse_tag(columns[1], "BMES", where))
     if words:
-        yield _tagged_doc(vocab, words, [False] * len(words), tags, "BMES", spans_key)
+        name = f"{path.stem}-line{first_line}"
+        yield _tagged_doc(vocab, words, [False] * len(words), tags, "BMES", spans_key, name)
 
 
 def _tagged_doc(
-    vocab: Vocab, words: List[str], spaces: Optional[List[bool]], tags: List[Tag], scheme: str, spans_key: str
+    vocab: Vocab, words: List[str], spaces: Optional[List[bool]], tags: List[Tag], scheme: str, spans_key: str,
+    name: str,
 ) -> Doc:
     doc = Doc(vocab, words=words, spaces=spaces)
+    doc.user_data[NAME_KEY] = name
     chunks = chunk_tags(tags, scheme)
     set_entities(doc, [(label, range(start, end), None) for label, start, end, _ in chunks], spans_key)
     repaired = sum(r for *_, r in chunks)

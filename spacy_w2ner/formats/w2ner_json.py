@@ -3,69 +3,121 @@
 A JSON array of ``{"sentence": [tokens], "ner": [{"index": [token ids], "type": label}]}``.
 Each record becomes one Doc whose entities are written with ``set_entities``.
 Malformed input raises ``FormatError`` naming the file, the record and the problem.
-Extra keys of a record (such as the ``word`` segmentation of some Chinese
-corpora) are not kept.
+Other keys of a record (such as the ``word`` segmentation of some Chinese corpora) are
+kept in ``doc.user_data["w2ner_extra"]`` and written back by the exporter.
 """
 import json
 from pathlib import Path
-from typing import Iterable, Iterator, List, Union
+from typing import Iterable, Iterator, List, Optional, Union
 
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..entities import get_entities, set_entities
-from .base import FormatError
+from .base import NAME_KEY, FormatError, read_text
+
+EXTRA_KEY = "w2ner_extra"  # doc.user_data: the record's other keys
 
 
 def read_w2ner_json(path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ner") -> Iterator[Doc]:
-    """Docs from a W2NER JSON file, one per record."""
+    """Docs from a W2NER JSON file, one per record, named ``{file stem}-record{i}``."""
     path = Path(path)
     try:
-        records = json.loads(path.read_text(encoding="utf8"))
+        records = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise FormatError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-    except UnicodeDecodeError as err:
-        raise FormatError(f"{path}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
     if not isinstance(records, list):
-        raise FormatError(f"{path}: expected a JSON array of records, got {type(records).__name__}")
+        raise FormatError(f"{path}: expected a JSON array of records, got {_json_type(records)}")
     for i, record in enumerate(records):
-        yield w2ner_record_to_doc(record, vocab, spans_key, where=f"{path}: record {i}")
+        doc = w2ner_record_to_doc(record, vocab, spans_key, where=f"{path}: record {i}")
+        doc.user_data[NAME_KEY] = f"{path.stem}-record{i}"
+        yield doc
 
 
 def w2ner_record_to_doc(record: dict, vocab: Vocab, spans_key: str, where: str) -> Doc:
+    """The Doc of one record; FormatError naming ``where`` and what is wrong."""
     if not isinstance(record, dict) or not isinstance(record.get("sentence"), list):
         raise FormatError(f"{where}: expected an object with a 'sentence' list of tokens")
     words = record["sentence"]
     for k, word in enumerate(words):
-        if not isinstance(word, str) or not word or any(c.isspace() for c in word):
-            raise FormatError(f"{where}: token {k} ({word!r}) must be a non-empty string without whitespace")
+        if not isinstance(word, str) or not word.strip():
+            raise FormatError(f"{where}: token {k} ({word!r}) must be a string that is not empty or whitespace")
+        _check_text(word, f"{where}: token {k}")
     doc = Doc(vocab, words=words)
+    mentions = record.get("ner", [])
+    if not isinstance(mentions, list):
+        raise FormatError(f"{where}: 'ner' must be a list of entities, got {_json_type(mentions)}")
     entities = []
-    for j, entity in enumerate(record.get("ner", [])):
+    for j, entity in enumerate(mentions):
         if not isinstance(entity, dict) or "index" not in entity or "type" not in entity:
             raise FormatError(f"{where}: entity {j} needs 'index' and 'type'")
         index, label = entity["index"], entity["type"]
         if not isinstance(label, str) or not label:
             raise FormatError(f"{where}: entity {j} has an empty or non-string type {label!r}")
-        if not index or not all(isinstance(t, int) and 0 <= t < len(words) for t in index):
-            raise FormatError(
-                f"{where}: entity {j} ({label}) has token indices {index} outside the "
-                f"sentence of {len(words)} tokens"
-            )
-        if len(set(index)) != len(index):
-            raise FormatError(f"{where}: entity {j} ({label}) repeats a token index: {index}")
-        entities.append((label, sorted(index), None))
+        _check_text(label, f"{where}: entity {j}'s type")
+        entities.append((label, _token_indices(index, len(words), f"{where}: entity {j} ({label})"), None))
     set_entities(doc, entities, spans_key)
+    extra = {key: value for key, value in record.items() if key not in ("sentence", "ner")}
+    if extra:
+        doc.user_data[EXTRA_KEY] = extra
     return doc
 
 
-def docs_to_w2ner_json(docs: Iterable[Doc], spans_key: str = "w2ner") -> List[dict]:
+def _token_indices(index, n_words: int, where: str) -> List[int]:
+    """The sorted token indices of an entity's ``index``; FormatError for a wrong type or value."""
+    if not isinstance(index, list) or not index:
+        raise FormatError(f"{where}: 'index' must be a non-empty list of token indices, got {_json_type(index)} {index!r}")
+    for t in index:
+        if isinstance(t, bool) or not isinstance(t, int):
+            raise FormatError(f"{where}: token index {t!r} is {_json_type(t)}, not an integer")
+        if not 0 <= t < n_words:
+            raise FormatError(f"{where}: token index {t} is outside the sentence of {n_words} tokens")
+    if len(set(index)) != len(index):
+        raise FormatError(f"{where}: repeats a token index: {index}")
+    return sorted(index)
+
+
+def _check_text(text: str, where: str) -> None:
+    """FormatError for a string that is not valid Unicode text (a lone surrogate from a \\ud800 escape)."""
+    try:
+        text.encode("utf8")
+    except UnicodeEncodeError as err:
+        raise FormatError(
+            f"{where} ({text!r}) holds a lone surrogate {text[err.start]!r}, which is not a character: "
+            "fix the \\u escape in the JSON"
+        ) from None
+
+
+def _json_type(value) -> str:
+    """The JSON name of a value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float" if value == value else "NaN"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def docs_to_w2ner_json(
+    docs: Iterable[Doc], spans_key: str = "w2ner", problems: Optional[List[str]] = None
+) -> List[dict]:
     """W2NER JSON records for docs (gold or predicted), entities in position order.
 
-    W2NER tokens cannot contain whitespace, so whitespace tokens (the line breaks
-    and runs of spaces that spaCy's tokenizer keeps, e.g. in docs read from brat)
-    are left out of ``sentence`` and the entity indices are renumbered. An entity
-    that includes a whitespace token raises ValueError naming the doc.
+    W2NER tokens are not whitespace, so whitespace tokens (the line breaks and runs of
+    spaces that spaCy's tokenizer keeps, e.g. in docs read from brat) are left out of
+    ``sentence`` and of the entities, whose indices are renumbered: "stomach \\n pain"
+    becomes the two adjacent tokens "stomach", "pain". An entity of whitespace tokens only
+    cannot be written: it is reported in ``problems`` (naming the doc) and left out, or,
+    without ``problems``, raises ValueError.
     """
     records = []
     for doc_index, doc in enumerate(docs):
@@ -73,19 +125,33 @@ def docs_to_w2ner_json(docs: Iterable[Doc], spans_key: str = "w2ner") -> List[di
         new_index = {old: new for new, old in enumerate(kept)}
         ner = []
         for entity in get_entities(doc, spans_key):
-            if any(t not in new_index for t in entity.tokens):
-                raise ValueError(
-                    f"doc {doc_index}: entity {entity.label} {entity.text!r} (tokens {list(entity.tokens)}) "
-                    "includes a whitespace token, which W2NER JSON cannot represent"
+            index = [new_index[t] for t in entity.tokens if t in new_index]
+            if not index:
+                message = (
+                    f"doc {doc_index} ({_name(doc)}): the {entity.label} entity {entity.text!r} "
+                    f"(tokens {list(entity.tokens)}) is only whitespace, which W2NER JSON cannot hold"
                 )
-            ner.append({"index": [new_index[t] for t in entity.tokens], "type": entity.label})
-        records.append({"sentence": [doc[i].text for i in kept], "ner": ner})
+                if problems is None:
+                    raise ValueError(message)
+                problems.append(message + "; left out")
+                continue
+            ner.append({"index": index, "type": entity.label})
+        records.append({"sentence": [doc[i].text for i in kept], "ner": ner, **doc.user_data.get(EXTRA_KEY, {})})
     return records
 
 
-def write_w2ner_json(docs: Iterable[Doc], path: Union[str, Path], spans_key: str = "w2ner") -> int:
-    """Write docs as a W2NER JSON file (one array on one line); returns the number of records."""
-    records = docs_to_w2ner_json(docs, spans_key)
+def _name(doc: Doc) -> str:
+    return repr(doc.user_data.get(NAME_KEY) or doc.text[:40])
+
+
+def write_w2ner_json(
+    docs: Iterable[Doc], path: Union[str, Path], spans_key: str = "w2ner", problems: Optional[List[str]] = None
+) -> int:
+    """Write docs as a W2NER JSON file (one array on one line); returns the number of records.
+
+    What cannot be written goes to ``problems`` (see ``docs_to_w2ner_json``).
+    """
+    records = docs_to_w2ner_json(docs, spans_key, problems)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf8")
