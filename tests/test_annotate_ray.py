@@ -90,8 +90,8 @@ def _worker_pids():
 def test_a_worker_killed_mid_run_leaves_every_record_once(tmp_path, model, local_ray):
     from spacy_w2ner.annotate_ray import annotate_dataset
 
-    n = 400
-    ds = ray.data.from_items([{"id": i, "text": TEXTS[i % 4]} for i in range(n)], override_num_blocks=40)
+    n = 3000  # long enough that the actors are busy when one is killed
+    ds = ray.data.from_items([{"id": i, "text": TEXTS[i % 4]} for i in range(n)], override_num_blocks=60)
     seen = []
     killed = False
     for row in annotate_dataset(ds, model, workers=2, batch_size=5).iter_rows():
@@ -100,6 +100,7 @@ def test_a_worker_killed_mid_run_leaves_every_record_once(tmp_path, model, local
             pids = _worker_pids()
             assert pids, "no annotating worker found"
             os.kill(pids[0], signal.SIGKILL)  # Ray restarts the actor and retries its batch
-            killed = True
+            killed = pids[0]
     assert killed
+    assert killed not in _worker_pids()
     assert sorted(seen) == list(range(n))  # every record once
