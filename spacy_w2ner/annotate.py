@@ -587,8 +587,6 @@ def annotate(
     ``strict``, at the first input that is not a document (the partial output stays, so the run
     can be continued with ``resume`` once the input is fixed).
     """
-    from tqdm import tqdm
-
     input_format = input_format_of(input_path, doc_per_file, input_format)
     run = AnnotationRun(output, errors, resume=resume)  # fails fast on a finished or unfinished output
     nlp = load_pipeline(model, threshold=threshold, sentencizer=sentencizer, gpu_id=gpu_id, max_length=max_length)
@@ -598,10 +596,27 @@ def annotate(
         total = limit if total is None else min(total, limit)
     items = read_inputs(input_path, input_format, text_key=text_key, id_key=id_key, doc_per_file=doc_per_file, vocab=nlp.vocab)
     items = (item for item in items if item.position >= run.skip and (not limit or item.position < limit))
+    results = annotate_items(nlp, items, spans_key=spans_key, batch_size=batch_size, n_process=n_process)
+    return write_in_order(run, results, total=total, progress=progress, strict=strict, on_problem=on_problem)
+
+
+def write_in_order(
+    run: AnnotationRun,
+    results: Iterable[Tuple[Item, Optional[Dict[str, Any]], Optional[Doc]]],
+    *,
+    total: Optional[int],
+    progress: bool,
+    strict: bool,
+    on_problem: Optional[Callable[[Item], None]] = None,
+) -> Summary:
+    """Write (item, record, doc) results as they come, in input order, with a progress bar;
+    finish the run (rename its files) and return its summary."""
+    from tqdm import tqdm
+
     bar = tqdm(total=total, initial=run.skip, unit="doc", file=sys.stderr, disable=not progress, dynamic_ncols=True)
     start, done = time.monotonic(), run.skip
     try:
-        for item, record, doc in annotate_items(nlp, items, spans_key=spans_key, batch_size=batch_size, n_process=n_process):
+        for item, record, doc in results:
             if record is None:
                 if on_problem is not None:
                     on_problem(item)

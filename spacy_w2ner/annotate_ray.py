@@ -18,8 +18,6 @@ dies is restarted and its batch retried (``max_restarts``, ``max_task_retries``)
 """
 import json
 import logging
-import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -33,6 +31,7 @@ from .annotate import (
     load_pipeline,
     read_inputs,
     spans_key_of,
+    write_in_order,
 )
 
 RETRIES = 3  # restarts of a dead actor, and retries of its batch
@@ -158,12 +157,15 @@ def annotate_dataset(
         fn_constructor_args=(str(model), options, cpus_per_worker, text_key, id_key),
         batch_size=batch_size,
         batch_format="pandas",
-        concurrency=workers,
-        num_cpus=cpus_per_worker,
-        num_gpus=gpus_per_worker or None,
-        max_restarts=RETRIES,
-        max_task_retries=RETRIES,
+        **_actor_pool(workers, cpus_per_worker, gpus_per_worker),
     )
+
+
+def _actor_pool(workers: int, cpus: float, gpus: float) -> Dict[str, Any]:
+    """map_batches' arguments for a pool of ``workers`` actors that are restarted when they die,
+    their batch retried."""
+    return dict(concurrency=workers, num_cpus=cpus, num_gpus=gpus or None,
+                max_restarts=RETRIES, max_task_retries=RETRIES)
 
 
 # ---------------------------------------------------------------- the command's path
@@ -270,8 +272,6 @@ def annotate_with_ray(
     documents_per_task: int = 2000,
 ):
     """``annotate.annotate`` with Ray: same records, errors, checkpoints and resume."""
-    from tqdm import tqdm
-
     ray = _ray()  # before any file is created
     if str(input_path) == "-":
         raise AnnotationError("the Ray engine reads files, not standard input: write the input to a file first")
@@ -288,39 +288,20 @@ def annotate_with_ray(
     source = _InputDatasource(str(input_path), input_format, run.skip, total, reader_options, documents_per_task)
     # Reading is light: its tasks must not wait for the CPUs the actors hold.
     ds = ray.data.read_datasource(source, ray_remote_args={"num_cpus": 0})
-    cpus = 1.0
+    cpus = 1.0  # the read tasks take no CPU here
     annotated = ds.map_batches(
         ItemAnnotator,
         fn_constructor_args=(str(model), options, cpus, run.kind in ("spacy", "brat")),
         batch_size=batch_size,
         batch_format="pyarrow",
-        concurrency=workers,
-        num_cpus=cpus,
-        num_gpus=gpus_per_worker or None,
-        max_restarts=RETRIES,
-        max_task_retries=RETRIES,
+        **_actor_pool(workers, cpus, gpus_per_worker),
     )
-    bar = tqdm(total=total, initial=run.skip, unit="doc", file=sys.stderr, disable=not progress, dynamic_ncols=True)
-    started, done = time.monotonic(), run.skip
-    try:
-        for row in annotated.iter_rows():
-            item = _item_from_row(row)
-            record = None if row["record"] is None else json.loads(row["record"])
-            doc = None if row["doc_bytes"] is None else _doc_from_bytes(row["doc_bytes"])
-            if record is None:
-                if on_problem is not None:
-                    on_problem(item)
-                if strict:
-                    run.checkpoint(item.position)
-                    raise AnnotationError(f"{item.source}: {item.problem}")
-            run.add(item, record, doc)
-            done = item.position + 1
-            bar.update(1)
-    finally:
-        bar.close()
-    run.summary.seconds += time.monotonic() - started
-    run.finish(done)
-    return run.summary
+    results = (
+        (_item_from_row(row), None if row["record"] is None else json.loads(row["record"]),
+         None if row["doc_bytes"] is None else _doc_from_bytes(row["doc_bytes"]))
+        for row in annotated.iter_rows()
+    )
+    return write_in_order(run, results, total=total, progress=progress, strict=strict, on_problem=on_problem)
 
 
 _VOCAB = None

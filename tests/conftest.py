@@ -64,6 +64,14 @@ def trained_nlp():
     return train(nlp, make_examples(nlp), 150)
 
 
+@pytest.fixture(scope="session")
+def saved_model(tmp_path_factory, trained_nlp):
+    """The path of trained_nlp saved to disk (for commands and worker processes)."""
+    path = tmp_path_factory.mktemp("model") / "model"
+    trained_nlp.to_disk(path)
+    return path
+
+
 # ---------------------------------------------------------------- corpus-file helpers
 
 NLP = spacy.blank("en")

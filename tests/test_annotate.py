@@ -23,10 +23,8 @@ ODD = "  Café note:\n\nShe had pain in her knees and ankles .\n\t New York Univ
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory, trained_nlp):
-    path = tmp_path_factory.mktemp("model") / "model"
-    trained_nlp.to_disk(path)
-    return path
+def model(saved_model):
+    return saved_model
 
 
 def records_of(path):

@@ -28,10 +28,8 @@ def local_ray():
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory, trained_nlp):
-    path = tmp_path_factory.mktemp("model") / "model"
-    trained_nlp.to_disk(path)
-    return path
+def model(saved_model):
+    return saved_model
 
 
 def lines_of(path):
