@@ -105,6 +105,20 @@ def write_bytes(data: bytes, name: str) -> Path:
     return path
 
 
+def assert_sentences_come_back(name, read, lines, filename, sentences, damage, draw):
+    """Write the lines (damaged or not), read them: clean files give the sentences back exactly."""
+    raw = "\n".join(lines).encode("utf8")
+    if damage:
+        raw = damaged(raw, draw)
+    path = write_bytes(raw, filename)
+    docs = read_or_error(name, read, path, str(path))
+    assert docs is not None or damage, "a valid file was refused"
+    if damage:
+        return
+    assert [[t.text for t in doc] for doc in docs] == [words for words, _ in sentences]
+    assert [found(doc) for doc in docs] == [entities for _, entities in sentences]
+
+
 # ---------------------------------------------------------------- W2NER JSON
 
 JSON_TOKEN = st.one_of(TOKEN, st.text(max_size=3))  # also empty, whitespace and lone surrogates
@@ -162,16 +176,7 @@ def test_dai_converts_exactly_or_stops_at_a_line(sentences, damage, data):
     lines = []
     for words, entities in sentences:
         lines += [" ".join(words), "|".join(dai_mention(label, tokens) for label, tokens in entities), ""]
-    raw = "\n".join(lines).encode("utf8")
-    if damage:
-        raw = damaged(raw, data.draw)
-    path = write_bytes(raw, "cadec.txt")
-    docs = read_or_error("dai", lambda p: read_dai_text(p, VOCAB), path, str(path))
-    assert docs is not None or damage, "a valid file was refused"
-    if damage:
-        return
-    assert [[t.text for t in doc] for doc in docs] == [words for words, _ in sentences]
-    assert [found(doc) for doc in docs] == [entities for _, entities in sentences]
+    assert_sentences_come_back("dai", lambda p: read_dai_text(p, VOCAB), lines, "cadec.txt", sentences, damage, data.draw)
 
 
 # ---------------------------------------------------------------- CoNLL and BMES
@@ -209,16 +214,7 @@ def test_conll_converts_exactly_or_stops_at_a_line(sentences, damage, data):
     lines = ["-DOCSTART- -X- O", ""]
     for words, entities in sentences:
         lines += [f"{word}\tNN {tag}" for word, tag in zip(words, bio_tags(len(words), entities))] + [""]
-    raw = "\n".join(lines).encode("utf8")
-    if damage:
-        raw = damaged(raw, data.draw)
-    path = write_bytes(raw, "train.conll")
-    docs = read_or_error("conll", lambda p: read_conll(p, VOCAB, scheme="BIO"), path, str(path))
-    assert docs is not None or damage, "a valid file was refused"
-    if damage:
-        return
-    assert [[t.text for t in doc] for doc in docs] == [words for words, _ in sentences]
-    assert [found(doc) for doc in docs] == [entities for _, entities in sentences]
+    assert_sentences_come_back("conll", lambda p: read_conll(p, VOCAB, scheme="BIO"), lines, "train.conll", sentences, damage, data.draw)
 
 
 CHARACTERS = tokens_and_entities(contiguous=True, overlapping=False).map(
@@ -232,16 +228,7 @@ def test_bmes_converts_exactly_or_stops_at_a_line(sentences, damage, data):
     lines = []
     for chars, entities in sentences:
         lines += [f"{char} {tag}" for char, tag in zip(chars, bmes_tags(len(chars), entities))] + [""]
-    raw = "\n".join(lines).encode("utf8")
-    if damage:
-        raw = damaged(raw, data.draw)
-    path = write_bytes(raw, "resume.char.bmes")
-    docs = read_or_error("bmes", lambda p: read_bmes(p, ZH_VOCAB), path, str(path))
-    assert docs is not None or damage, "a valid file was refused"
-    if damage:
-        return
-    assert [[t.text for t in doc] for doc in docs] == [chars for chars, _ in sentences]
-    assert [found(doc) for doc in docs] == [entities for _, entities in sentences]
+    assert_sentences_come_back("bmes", lambda p: read_bmes(p, ZH_VOCAB), lines, "resume.char.bmes", sentences, damage, data.draw)
 
 
 # ---------------------------------------------------------------- brat
