@@ -173,7 +173,7 @@ def build_grid_scorer(grid_scorer: Model) -> None:
         mixed_precision=grid_scorer.attrs["mixed_precision"],
         grad_scaler=PyTorchGradScaler(**grid_scorer.attrs["grad_scaler_config"]),
     )
-    grid_scorer._layers.append(wrapper)
+    grid_scorer.layers.append(wrapper)  # Thinc: "you can append to it to add layers"
 
 
 _FORK_HOOK_REGISTERED = False
