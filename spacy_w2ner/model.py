@@ -303,3 +303,22 @@ def _pad_segments(
         padded[k, : segment.length] = vectors[segment.doc_index][segment.start : segment.end]
     lengths = model.ops.asarray1i([segment.length for segment in batch])
     return padded, lengths
+
+
+def grid_probabilities(model: Model, docs: List[Doc]) -> List[Tuple[Segment, np.ndarray]]:
+    """Every relation's probability on every cell of each segment's grid (for pictures).
+
+    Returns (segment, probs) per segment, probs of shape (n, n, relations) in numpy, as
+    the model predicts them. A transformer listener reads the upstream component's output:
+    run the pipeline's components before w2ner on the docs first.
+    """
+    tok2vec = model.get_ref("tok2vec")
+    grid_scorer = model.get_ref("grid_scorer")
+    vectors = tok2vec.predict(docs)
+    segments = segment_docs(docs, model.attrs["max_window"], model.attrs["window_overlap"])
+    grids: List[Tuple[Segment, np.ndarray]] = []
+    for batch in batch_by_cells(segments, model.attrs["max_grid_cells"]):
+        padded, lengths = _pad_segments(model, vectors, batch)
+        probs = model.ops.to_numpy(model.ops.softmax(grid_scorer.predict((padded, lengths)), axis=-1))
+        grids.extend((segment, probs[k, : segment.length, : segment.length]) for k, segment in enumerate(batch))
+    return sorted(grids, key=lambda grid: (grid[0].doc_index, grid[0].start))

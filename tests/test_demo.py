@@ -31,6 +31,11 @@ def test_demo_workflow_learns_and_shows_discontinuous_entities(tmp_path):
     metrics = json.loads((project / "metrics" / "sample-w2ner_minilm_cpu.json").read_text())
     assert metrics["w2ner_f"] > 0.6
     assert metrics["w2ner_discontinuous_f"] > 0.4
+    # The dev set's error page and the drawn demo text with its grid.
+    errors = (project / "metrics" / "sample-w2ner_minilm_cpu-dev.html").read_text(encoding="utf8")
+    assert "Gold against predicted entities" in errors and "90 documents" in errors
+    drawn = (project / "metrics" / "sample-w2ner_minilm_cpu-show.html").read_text(encoding="utf8")
+    assert "&#8618;" in drawn and "<svg" in drawn
     # `show` prints a discontinuous entity with its fragments.
     shown = result.stdout.split("=== show ===")[-1] if "=== show ===" in result.stdout else result.stdout
     assert "] + [" in shown
