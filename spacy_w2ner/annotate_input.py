@@ -1,0 +1,177 @@
+"""Annotation inputs: files, directories, DocBins and standard input as a stream of ``Item``s.
+
+An ``Item`` is one input document in input order (``position``), with where it came from
+(``source``: file:line, file, file#index), its id and metadata, or the ``problem`` that keeps it
+from being a document (not UTF-8, not JSON, no text, empty): such items flow on in order, so
+they are reported and counted, never silently dropped. ``.gz`` files are read transparently;
+nothing is loaded whole but a DocBin.
+"""
+import gzip
+import json
+import sys
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+
+from spacy.tokens import DocBin
+
+from .formats import NAME_KEY
+
+INPUT_FORMATS = ("txt", "jsonl", "spacy")
+
+
+@dataclass
+class Item:
+    """One input document, in input order (``position``), or the reason it cannot be one."""
+
+    position: int
+    source: str
+    id: Any
+    text: Optional[str] = None
+    meta: Dict[str, Any] = field(default_factory=dict)
+    problem: Optional[str] = None
+    doc_bytes: Optional[bytes] = None  # a DocBin input's Doc, serialized (picklable, n_process)
+
+
+def input_format_of(path: Union[str, Path], doc_per_file: bool = False, given: Optional[str] = None) -> str:
+    """txt, jsonl or spacy, from ``given`` or the input's name (``.gz`` ignored; '-' is txt)."""
+    if given is not None:
+        if given not in INPUT_FORMATS:
+            raise ValueError(f"unknown input format {given!r}; choose from {', '.join(INPUT_FORMATS)}")
+        return given
+    if doc_per_file:
+        return "txt"
+    name = str(path)
+    if name == "-":
+        return "txt"
+    name = name[: -len(".gz")] if name.endswith(".gz") else name
+    for suffix in INPUT_FORMATS:
+        if name.endswith("." + suffix):
+            return suffix
+    raise ValueError(f"{path}: cannot tell the input format from its name; use --input-format txt, jsonl or spacy")
+
+
+def read_inputs(
+    path: Union[str, Path],
+    input_format: str,
+    *,
+    text_key: str = "text",
+    id_key: str = "id",
+    doc_per_file: bool = False,
+    vocab=None,
+    start: int = 0,
+    stop: Optional[int] = None,
+) -> Iterator[Item]:
+    """The input's documents as ``Item``s, streamed in input order (see the module docstring).
+
+    ``start``/``stop``: only the documents at those positions (a Ray read task's range); the
+    ones before are skipped unparsed.
+    """
+    if doc_per_file:
+        items = _read_directory(Path(path), start, stop)
+    elif input_format == "spacy":
+        items = _read_docbin(Path(path), vocab)
+    else:
+        source = "-" if str(path) == "-" else str(path)
+        lines = islice(enumerate(_lines(path)), start, stop)
+        read_line = _jsonl_item if input_format == "jsonl" else _text_item
+        options = (text_key, id_key) if input_format == "jsonl" else ()
+        return (read_line(k, source, number, raw, *options) for k, (number, raw) in lines)
+    return islice(items, start, stop) if (start or stop is not None) and input_format == "spacy" else items
+
+
+def count_inputs(path: Union[str, Path], input_format: str, doc_per_file: bool = False) -> Optional[int]:
+    """How many documents the input holds (for the progress bar's ETA); None for standard input."""
+    if str(path) == "-":
+        return None
+    path = Path(path)
+    if doc_per_file:
+        return sum(1 for _ in _text_files(path))
+    if input_format == "spacy":
+        return len(DocBin().from_disk(path))
+    count, last = 0, b"\n"
+    with _open_binary(path) as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _lines(path: Union[str, Path]) -> Iterator[Tuple[int, bytes]]:
+    """(line number, the line's bytes without its line end), streamed."""
+    stream = sys.stdin.buffer if str(path) == "-" else _open_binary(Path(path))
+    try:
+        for number, raw in enumerate(stream, start=1):
+            if raw.endswith(b"\n"):
+                raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a byte order mark is not text
+            yield number, raw
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _decode(raw: bytes) -> Tuple[Optional[str], Optional[str]]:
+    try:
+        return raw.decode("utf8"), None
+    except UnicodeDecodeError as err:
+        return None, f"not valid UTF-8 ({err.reason} at byte {err.start})"
+
+
+def _text_item(position: int, source: str, number: int, raw: bytes) -> Item:
+    where = f"{source}:{number}"
+    text, problem = _decode(raw)
+    if problem is None and not text.strip():
+        problem = "empty line: no document"
+    return Item(position, where, number, text, problem=problem)
+
+
+def _jsonl_item(position: int, source: str, number: int, raw: bytes, text_key: str, id_key: str) -> Item:
+    where = f"{source}:{number}"
+    line, problem = _decode(raw)
+    if problem is not None:
+        return Item(position, where, number, problem=problem)
+    if not line.strip():
+        return Item(position, where, number, problem="empty line: no document")
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as err:
+        return Item(position, where, number, problem=f"not valid JSON ({err.msg}, column {err.colno})")
+    if not isinstance(record, dict):
+        return Item(position, where, number, problem=f"expected a JSON object, got {type(record).__name__}")
+    text = record.get(text_key)
+    identifier = record.get(id_key, number)
+    meta = {key: value for key, value in record.items() if key not in (text_key, id_key)}
+    if not isinstance(text, str):
+        found = "no" if text is None else f"a {type(text).__name__} as"
+        return Item(position, where, identifier, meta=meta, problem=f"{found} {text_key!r}: expected the document's text")
+    if not text.strip():
+        return Item(position, where, identifier, meta=meta, problem=f"empty {text_key!r}: no document")
+    return Item(position, where, identifier, text, meta)
+
+
+def _text_files(directory: Path) -> List[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith((".txt", ".txt.gz")))
+
+
+def _read_directory(directory: Path, start: int = 0, stop: Optional[int] = None) -> Iterator[Item]:
+    for position, path in islice(enumerate(_text_files(directory)), start, stop):
+        name = path.relative_to(directory).as_posix()
+        identifier = name[: -len(".txt.gz")] if name.endswith(".gz") else name[: -len(".txt")]
+        with _open_binary(path) as f:
+            text, problem = _decode(f.read())
+        if problem is None and not text.strip():
+            problem = "empty file: no document"
+        yield Item(position, str(path), identifier, text, problem=problem)
+
+
+def _read_docbin(path: Path, vocab) -> Iterator[Item]:
+    for position, doc in enumerate(DocBin(store_user_data=True).from_disk(path).get_docs(vocab)):
+        identifier = doc.user_data.get(NAME_KEY, position)
+        yield Item(position, f"{path}#{position}", identifier, doc.text, doc_bytes=doc.to_bytes())
