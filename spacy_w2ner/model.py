@@ -159,7 +159,7 @@ def build_grid_scorer(grid_scorer: Model) -> None:
     """Create the torch module for the grid scorer's dims, once."""
     if grid_scorer.layers:
         return
-    from thinc.api import PyTorchGradScaler, PyTorchWrapper_v2
+    from thinc.api import PyTorchGradScaler, PyTorchWrapper_v2, get_torch_default_device
 
     from .network import GridNetwork
 
@@ -171,9 +171,27 @@ def build_grid_scorer(grid_scorer: Model) -> None:
         module,
         convert_inputs=_convert_padded_inputs,
         mixed_precision=grid_scorer.attrs["mixed_precision"],
-        grad_scaler=PyTorchGradScaler(**grid_scorer.attrs["grad_scaler_config"]),
+        grad_scaler=PyTorchGradScaler(
+            **grad_scaler_settings(
+                grid_scorer.attrs["grad_scaler_config"],
+                grid_scorer.attrs["mixed_precision"],
+                get_torch_default_device().type,
+            )
+        ),
     )
     grid_scorer.layers.append(wrapper)  # Thinc: "you can append to it to add layers"
+
+
+def grad_scaler_settings(config: dict, mixed_precision: bool, device_type: str) -> dict:
+    """The grad scaler's settings: on by default when mixed precision trains on CUDA.
+
+    Without loss scaling, float16 gradients of small losses underflow to zero. Thinc's
+    scaler only works on CUDA tensors, and autocast does nothing elsewhere, so on a CPU
+    it stays off. ``enabled`` in ``grad_scaler_config`` wins, as in spacy-transformers.
+    """
+    settings = dict(config)
+    settings.setdefault("enabled", bool(mixed_precision) and device_type == "cuda")
+    return settings
 
 
 _FORK_HOOK_REGISTERED = False

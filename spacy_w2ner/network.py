@@ -145,7 +145,10 @@ class DilatedConvolutions(nn.Module):
 
     def forward(self, grid: torch.Tensor, grid_mask: torch.Tensor) -> torch.Tensor:
         mask = grid_mask[:, None, :, :]
-        x = grid.permute(0, 3, 1, 2)  # channels first for Conv2d
+        # Channels first, and contiguous: a permuted view is channels-last in memory, where
+        # CUDA's dilated depthwise convolution was ~50x slower (H100: 45 ms a forward call
+        # for 12 sentences); on a CPU it is the same speed either way.
+        x = grid.permute(0, 3, 1, 2).contiguous()
         outputs = []
         for conv in self.convs:
             # Padding cells are zeroed after every layer, so what a sentence gets
@@ -230,6 +233,9 @@ class GridNetwork(nn.Module):
 
     def encode_words(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
         packed = pack_padded_sequence(vectors, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        # Thinc's optimizer gives the weights new storage after each update; cuDNN wants them
+        # in one block (else it copies them on every call, with a warning). No-op on a CPU.
+        self.lstm.flatten_parameters()
         encoded, _ = self.lstm(packed)
         words, _ = pad_packed_sequence(encoded, batch_first=True, total_length=length)
         return words

@@ -1,0 +1,375 @@
+"""GPU bench of w2ner: training and inference speed, peak GPU memory, GPU against CPU
+predictions, a 50,000-token document. Runs on a CPU too (``--gpu-id -1``), end to end.
+
+    python bench/gpu/bench.py make-encoder ENCODER_DIR --vocab-from MINILM_DIR [--layers 12 --width 768]
+    python bench/gpu/bench.py train OUT_DIR --encoder ENCODER_DIR --train T.spacy --dev D.spacy \
+        --steps 300 --warmup 30 --mixed-precision --gpu-id 0        # spacy train, timed per step
+    python bench/gpu/bench.py infer MODEL TEST.spacy --gpu-id 0       # sentences/s, grid share
+    python bench/gpu/bench.py long-doc MODEL --tokens 50000 --gpu-id 0
+    python bench/gpu/bench.py compare MODEL DEV.spacy --gpu-id 0      # GPU vs CPU entities
+
+Each command prints one JSON object and appends it to --results (JSON lines).
+bench/gpu/run.sh chains them; bench/README.md has the figures.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CONFIGS = ROOT / "project" / "configs"
+sys.path.insert(0, str(HERE))
+
+
+# ---------------------------------------------------------------- environment
+def use_device(gpu_id: int) -> str:
+    """Put spaCy/Thinc (and torch) on the GPU, or stay on the CPU; return the device's name."""
+    import spacy
+
+    if gpu_id >= 0:
+        spacy.require_gpu(gpu_id)
+        import torch
+
+        return torch.cuda.get_device_name(gpu_id)
+    return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+
+
+def versions() -> Dict[str, str]:
+    from importlib.metadata import version
+
+    import torch
+
+    names = ("spacy", "thinc", "spacy-transformers", "transformers", "torch", "cupy-cuda13x", "numpy")
+    found = {"python": platform.python_version(), "cuda": str(torch.version.cuda)}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except Exception:
+            pass
+    return found
+
+
+def emit(result: Dict, results_path: str) -> None:
+    print(json.dumps(result, indent=1))
+    if results_path:
+        with open(results_path, "a", encoding="utf8") as file:
+            file.write(json.dumps(result) + "\n")
+
+
+def read_docs(path: str, vocab) -> List:
+    from spacy.tokens import DocBin
+
+    return list(DocBin().from_disk(path).get_docs(vocab))
+
+
+def blank_copy(doc, vocab):
+    from spacy.tokens import Doc
+
+    return Doc(vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc])
+
+
+# ---------------------------------------------------------------- encoder
+def make_encoder(args) -> None:
+    """A BERT encoder with random weights and MiniLM's vocabulary (speed needs no weights)."""
+    from transformers import BertConfig, BertModel
+
+    source = Path(args.vocab_from)
+    target = Path(args.directory)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (source / name).exists():
+            shutil.copy(source / name, target / name)
+    vocab_size = sum(1 for _ in open(source / "vocab.txt", encoding="utf8"))
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=args.width,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.width // 64,
+        intermediate_size=4 * args.width,
+    )
+    BertModel(config).save_pretrained(target)
+    print(f"{target}: random BERT, {args.layers} layers, width {args.width}, vocabulary {vocab_size}")
+
+
+# ---------------------------------------------------------------- training speed
+def bench_config(args, stats_path: Path) -> Path:
+    """The project config with the bench's batcher, steps, encoder and precision."""
+    from spacy.util import load_config
+
+    config = load_config(CONFIGS / args.config)
+    training = config["training"]
+    training["max_steps"] = args.steps
+    training["eval_frequency"] = args.steps  # evaluate at step 0 (warm-up) and at the end only
+    training["optimizer"]["learn_rate"]["total_steps"] = args.steps
+    training["batcher"] = {
+        "@batchers": "w2ner_bench.timed_batches.v1",
+        "size": args.batch_size,
+        "stats_path": str(stats_path),
+    }
+    training["logger"]["progress_bar"] = False
+    transformer = config["components"]["transformer"]["model"]
+    transformer["name"] = str(Path(args.encoder).resolve())
+    transformer["mixed_precision"] = args.mixed_precision
+    if args.last_layers is not None:
+        transformer["last_layers"] = args.last_layers
+    config["components"]["w2ner"]["model"]["mixed_precision"] = args.mixed_precision
+    path = Path(args.output) / "bench.cfg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config.to_disk(path)
+    return path
+
+
+def train(args) -> None:
+    """``spacy train --gpu-id`` for a fixed number of steps, each step timed."""
+    from hooks import summarize
+
+    output = Path(args.output)
+    stats_path = output / "step-stats.json"
+    config_path = bench_config(args, stats_path)
+    command = [
+        sys.executable, "-m", "spacy", "train", str(config_path),
+        "--code", str(HERE / "hooks.py"),
+        "--output", str(output / "model"),
+        "--paths.train", args.train, "--paths.dev", args.dev,
+        "--gpu-id", str(args.gpu_id),
+    ]  # fmt: skip
+    start = time.perf_counter()
+    subprocess.run(command, check=True)
+    wall = time.perf_counter() - start
+    result = summarize(json.loads(stats_path.read_text()), args.warmup)
+    result.update(
+        bench="train",
+        config=args.config,
+        encoder=encoder_description(args.encoder),
+        mixed_precision=args.mixed_precision,
+        batch_size=args.batch_size,
+        warmup_steps=args.warmup,
+        wall_seconds_with_loading_and_evaluation=round(wall, 1),
+        device=device_name(args.gpu_id),
+        versions=versions(),
+    )
+    emit(result, args.results)
+
+
+def encoder_description(path: str) -> str:
+    config = json.loads((Path(path) / "config.json").read_text())
+    return f"{Path(path).name}: {config['num_hidden_layers']} layers, width {config['hidden_size']}"
+
+
+def device_name(gpu_id: int) -> str:
+    if gpu_id < 0:
+        return f"CPU ({os.cpu_count()} cores)"
+    import torch
+
+    return torch.cuda.get_device_name(gpu_id)
+
+
+# ---------------------------------------------------------------- inference speed
+def infer(args) -> None:
+    """Sentences/s of the whole pipeline and of the encoder alone on pre-tokenized docs."""
+    import spacy
+    import torch
+
+    from hooks import STATS, install_grid_timers, peak_gpu_mb
+
+    device = use_device(args.gpu_id)
+    nlp = spacy.load(args.model)
+    docs = [blank_copy(doc, nlp.vocab) for doc in read_docs(args.data, nlp.vocab)]
+    words = sum(len(doc) for doc in docs)
+    install_grid_timers()
+
+    def run(disable) -> float:
+        start = time.perf_counter()
+        for _ in nlp.pipe((blank_copy(d, nlp.vocab) for d in docs), batch_size=args.batch_size, disable=disable):
+            pass
+        if args.gpu_id >= 0:
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    run([])  # warm-up: kernels, allocator
+    if args.gpu_id >= 0:
+        torch.cuda.reset_peak_memory_stats()
+    full, encoder_only, grid = [], [], []
+    for _ in range(args.rounds):
+        calls = len(STATS["grid_forward_s"])
+        full.append(run([]))
+        grid.append(sum(STATS["grid_forward_s"][calls:]))
+        encoder_only.append(run(["w2ner"]))
+    best = min(range(args.rounds), key=lambda i: full[i])
+    result = {
+        "bench": "infer",
+        "model": args.model,
+        "sentences": len(docs),
+        "words": words,
+        "batch_size": args.batch_size,
+        "seconds": round(full[best], 3),
+        "sentences_per_s": round(len(docs) / full[best], 1),
+        "encoder_only_sentences_per_s": round(len(docs) / min(encoder_only), 1),
+        "w2ner_share": round(1 - min(encoder_only) / full[best], 3),
+        "grid_network_share": round(grid[best] / full[best], 3),
+        "peak_gpu_mb": round(peak_gpu_mb(), 1),
+        "device": device,
+    }
+    emit(result, args.results)
+
+
+# ---------------------------------------------------------------- long document
+def long_doc(args) -> None:
+    """One document of --tokens tokens (CADEC-like sentences), with and without sentence
+    boundaries: time and peak GPU memory, which the windows and grid-cell bound keep flat."""
+    import spacy
+    import torch
+    from spacy.tokens import Doc
+
+    from hooks import peak_gpu_mb
+
+    device = use_device(args.gpu_id)
+    nlp = spacy.load(args.model)
+    sentences = [[t.text for t in doc] for doc in read_docs(args.data, nlp.vocab) if len(doc) > 3]
+    words, starts = [], []
+    while len(words) < args.tokens:
+        for sentence in sentences:
+            starts.extend([True] + [False] * (len(sentence) - 1))
+            words.extend(sentence)
+    words, starts = words[: args.tokens], starts[: args.tokens]
+    nlp(Doc(nlp.vocab, words=words[:200], sent_starts=starts[:200]))  # warm-up
+    for with_sentences in (True, False):
+        if args.gpu_id >= 0:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        doc = Doc(nlp.vocab, words=words, sent_starts=starts if with_sentences else None)
+        start = time.perf_counter()
+        doc = nlp(doc)
+        if args.gpu_id >= 0:
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        key = nlp.get_pipe("w2ner").spans_key
+        emit(
+            {
+                "bench": "long-doc",
+                "tokens": len(doc),
+                "sentence_boundaries": with_sentences,
+                "seconds": round(seconds, 2),
+                "tokens_per_s": round(len(doc) / seconds, 1),
+                "entities": len({span.id_ for span in doc.spans[key]}),
+                "peak_gpu_mb": round(peak_gpu_mb(), 1),
+                "device": device,
+            },
+            args.results,
+        )
+
+
+# ---------------------------------------------------------------- GPU against CPU
+def predict_entities(args) -> None:
+    """(Child process) the entities of every doc of --data, as JSON lines, on one device."""
+    import spacy
+
+    from spacy_w2ner import get_entities
+
+    use_device(args.gpu_id)
+    nlp = spacy.load(args.model)
+    key = nlp.get_pipe("w2ner").spans_key
+    docs = [blank_copy(doc, nlp.vocab) for doc in read_docs(args.data, nlp.vocab)]
+    with open(args.output, "w", encoding="utf8") as file:
+        for doc in nlp.pipe(docs, batch_size=args.batch_size):
+            entities = sorted(
+                [entity.label, list(entity.tokens), float(entity.score)] for entity in get_entities(doc, key)
+            )
+            file.write(json.dumps({"words": [t.text for t in doc], "entities": entities}) + "\n")
+
+
+def compare(args) -> None:
+    """The same saved pipeline on --gpu-id and on the CPU: entities equal per sentence?"""
+    outputs = {}
+    for gpu_id in (args.gpu_id, -1):
+        outputs[gpu_id] = Path(args.workdir) / f"entities-gpu{gpu_id}.jsonl"
+        command = [
+            sys.executable, str(Path(__file__).resolve()), "predict-entities", args.model, args.data,
+            "--gpu-id", str(gpu_id), "--output", str(outputs[gpu_id]), "--batch-size", str(args.batch_size),
+        ]  # fmt: skip
+        subprocess.run(command, check=True)
+    emit(compare_outputs(outputs[args.gpu_id], outputs[-1], args), args.results)
+
+
+def compare_outputs(device_path: Path, cpu_path: Path, args) -> Dict:
+    device_rows = [json.loads(line) for line in open(device_path, encoding="utf8")]
+    cpu_rows = [json.loads(line) for line in open(cpu_path, encoding="utf8")]
+    assert len(device_rows) == len(cpu_rows)
+    differing, max_score_diff = [], 0.0
+    for index, (a, b) in enumerate(zip(device_rows, cpu_rows)):
+        if [e[:2] for e in a["entities"]] != [e[:2] for e in b["entities"]]:
+            differing.append(
+                {
+                    "doc": index,
+                    "text": " ".join(a["words"]),
+                    "device_only": [e for e in a["entities"] if e[:2] not in [f[:2] for f in b["entities"]]],
+                    "cpu_only": [e for e in b["entities"] if e[:2] not in [f[:2] for f in a["entities"]]],
+                }
+            )
+        else:
+            for e, f in zip(a["entities"], b["entities"]):
+                max_score_diff = max(max_score_diff, abs(e[2] - f[2]))
+    return {
+        "bench": "compare",
+        "model": args.model,
+        "device": device_name(args.gpu_id) if args.gpu_id >= 0 else "CPU (twice)",
+        "sentences": len(device_rows),
+        "entities_equal_fraction": round(1 - len(differing) / max(1, len(device_rows)), 4),
+        "differing_sentences": len(differing),
+        "max_score_diff_where_equal": round(max_score_diff, 6),
+        "differences": differing[:20],
+    }
+
+
+# ---------------------------------------------------------------- command line
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default="", help="append each result as a JSON line here")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("make-encoder")
+    p.add_argument("directory")
+    p.add_argument("--vocab-from", required=True)
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--width", type=int, default=768)
+    p.set_defaults(run=make_encoder)
+
+    p = commands.add_parser("train")
+    p.add_argument("output")
+    p.add_argument("--encoder", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--dev", required=True)
+    p.add_argument("--config", default="w2ner_trf_gpu.cfg")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--warmup", type=int, default=30)
+    p.add_argument("--batch-size", type=int, default=12)
+    p.add_argument("--last-layers", type=int, default=None)
+    p.add_argument("--mixed-precision", action="store_true")
+    p.add_argument("--gpu-id", type=int, default=0)
+    p.set_defaults(run=train)
+
+    for name, function in (("infer", infer), ("long-doc", long_doc), ("compare", compare), ("predict-entities", predict_entities)):
+        p = commands.add_parser(name)
+        p.add_argument("model")
+        p.add_argument("data")
+        p.add_argument("--gpu-id", type=int, default=0)
+        p.add_argument("--batch-size", type=int, default=64)
+        p.add_argument("--rounds", type=int, default=3)
+        p.add_argument("--tokens", type=int, default=50000)
+        p.add_argument("--workdir", default=".")
+        p.add_argument("--output", default="")
+        p.set_defaults(run=function)
+
+    args = parser.parse_args()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Measuring hooks for the GPU bench, loaded into ``spacy train`` with ``--code``.
+
+- ``w2ner_bench.timed_batches.v1``: spaCy's ``batch_by_sequence`` that stamps the time
+  (after a CUDA synchronisation) and the size of every batch it hands to the training
+  loop, so the time between two batches is one update step.
+- Torch module hooks time the grid network (``GridNetwork``) forward and backward,
+  synchronised at its boundaries, for the grid head's share of the time.
+- At exit, the steps, the grid network's time and ``torch.cuda.max_memory_allocated`` go
+  to the JSON file named in the batcher's ``stats_path``.
+"""
+import atexit
+import json
+import time
+from typing import Dict, List
+
+import torch
+from spacy.util import registry
+
+STATS: Dict[str, object] = {"batches": [], "grid_forward_s": [], "grid_backward_s": []}
+_OPEN: Dict[str, float] = {}
+
+
+def synchronize() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def _is_grid_network(module) -> bool:
+    return type(module).__name__ == "GridNetwork"
+
+
+def _start(name: str):
+    def hook(module, *args):
+        if _is_grid_network(module):
+            synchronize()
+            _OPEN[name] = time.perf_counter()
+
+    return hook
+
+
+def _stop(name: str, key: str):
+    def hook(module, *args):
+        if _is_grid_network(module) and name in _OPEN:
+            synchronize()
+            STATS[key].append(time.perf_counter() - _OPEN.pop(name))
+
+    return hook
+
+
+def install_grid_timers() -> None:
+    """Time every GridNetwork's forward and backward.
+
+    A global forward pre-hook finds each GridNetwork on its first call and puts timing
+    hooks on that module alone, so the encoder's modules carry no hooks.
+    """
+    from torch.nn.modules import module as torch_module
+
+    seen = set()
+
+    def find(module, args):
+        if _is_grid_network(module) and id(module) not in seen:
+            seen.add(id(module))
+            module.register_forward_pre_hook(_start("forward"))
+            module.register_forward_hook(_stop("forward", "grid_forward_s"))
+            module.register_full_backward_pre_hook(_start("backward"))
+            module.register_full_backward_hook(_stop("backward", "grid_backward_s"))
+            _start("forward")(module)  # this call's own hooks start with the next call
+
+    torch_module.register_module_forward_pre_hook(find)
+
+
+def peak_gpu_mb() -> float:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return 0.0
+
+
+@registry.batchers("w2ner_bench.timed_batches.v1")
+def timed_batches(size: int, stats_path: str):
+    """Batches of ``size`` docs (spaCy's ``batch_by_sequence``), each stamped when handed out."""
+    batch_by_sequence = registry.batchers.get("spacy.batch_by_sequence.v1")(size=size, get_length=None)
+    install_grid_timers()
+    atexit.register(_write, stats_path)
+
+    def batcher(items):
+        for batch in batch_by_sequence(items):
+            synchronize()
+            STATS["batches"].append(
+                {
+                    "time": time.perf_counter(),
+                    "sentences": len(batch),
+                    "words": sum(len(example) for example in batch),
+                    "grid_calls": len(STATS["grid_forward_s"]),
+                }
+            )
+            yield batch
+
+    return batcher
+
+
+def _write(path: str) -> None:
+    STATS["peak_gpu_mb"] = round(peak_gpu_mb(), 1)
+    with open(path, "w", encoding="utf8") as file:
+        json.dump(STATS, file)
+
+
+def summarize(stats: Dict, warmup_steps: int) -> Dict[str, object]:
+    """Sentences/s over the steps after ``warmup_steps``, and the grid network's share.
+
+    Batch k is stamped before step k; the interval from batch ``warmup`` to the last batch
+    covers the updates of batches ``warmup`` .. last-1. The last batch is never timed:
+    spaCy stops at ``max_steps`` (and evaluates once at step 0, inside the warm-up).
+    """
+    batches: List[Dict] = stats["batches"]
+    if len(batches) < warmup_steps + 2:
+        raise ValueError(f"{len(batches)} batches: too few for {warmup_steps} warm-up steps")
+    timed = batches[warmup_steps:-1]
+    seconds = batches[-1]["time"] - batches[warmup_steps]["time"]
+    first, last = batches[warmup_steps]["grid_calls"], batches[-1]["grid_calls"]
+    grid_seconds = sum(stats["grid_forward_s"][first:last]) + sum(stats["grid_backward_s"][first:last])
+    sentences = sum(b["sentences"] for b in timed)
+    return {
+        "steps": len(timed),
+        "sentences": sentences,
+        "seconds": round(seconds, 3),
+        "sentences_per_s": round(sentences / seconds, 1),
+        "words_per_s": round(sum(b["words"] for b in timed) / seconds, 1),
+        "grid_network_share": round(grid_seconds / seconds, 3),
+        "peak_gpu_mb": stats.get("peak_gpu_mb", 0.0),
+    }

@@ -1,0 +1,79 @@
+"""GPU code paths that can be checked on a CPU: the grad scaler setting and mixed precision."""
+import copy
+
+import pytest
+import spacy
+
+from spacy_w2ner.model import grad_scaler_settings
+
+from .conftest import SMALL_W2NER_CONFIG, make_examples
+
+
+def test_grad_scaler_is_on_for_mixed_precision_on_cuda():
+    # Without loss scaling, float16 gradients of small losses underflow to zero on a GPU.
+    assert grad_scaler_settings({}, True, "cuda") == {"enabled": True}
+
+
+@pytest.mark.parametrize("mixed_precision,device", [(True, "cpu"), (False, "cuda"), (False, "cpu")])
+def test_grad_scaler_is_off_without_mixed_precision_or_cuda(mixed_precision, device):
+    assert grad_scaler_settings({}, mixed_precision, device) == {"enabled": False}
+
+
+def test_grad_scaler_config_wins():
+    config = {"enabled": False, "init_scale": 1024.0}
+    assert grad_scaler_settings(config, True, "cuda") == config
+    assert grad_scaler_settings({"init_scale": 8.0}, True, "cuda") == {"init_scale": 8.0, "enabled": True}
+    assert config == {"enabled": False, "init_scale": 1024.0}  # not modified
+
+
+def test_mixed_precision_config_trains_on_a_cpu():
+    # The GPU config's mixed_precision = true must not break a CPU run (the scaler only
+    # works on CUDA tensors; before, enabling it would raise on the first update).
+    config = copy.deepcopy(SMALL_W2NER_CONFIG)
+    config["model"]["mixed_precision"] = True
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=config)
+    examples = make_examples(nlp)
+    optimizer = nlp.initialize(lambda: examples)
+    losses = {}
+    for _ in range(3):
+        nlp.update(examples, sgd=optimizer, losses=losses)
+    assert losses["w2ner"] > 0
+    assert nlp("She had pain in her knees .").spans["w2ner"] is not None
+
+
+def test_dilated_convolutions_get_contiguous_channels_first_input():
+    # A permuted (channels-last) view sent CUDA's dilated depthwise convolution down a path
+    # ~50x slower (bench/results/gpu-h100-2026-11-23/profile-fp32-before-conv-fix.txt).
+    import torch
+
+    from spacy_w2ner.network import DilatedConvolutions
+
+    convolutions = DilatedConvolutions(8, [1, 2, 3])
+    seen = []
+    for conv in convolutions.convs:
+        conv.register_forward_pre_hook(lambda module, args: seen.append(args[0].is_contiguous()))
+    grid = torch.randn(2, 5, 5, 8)
+    output = convolutions(grid, torch.ones(2, 5, 5, dtype=torch.bool))
+    assert output.shape == (2, 5, 5, 24)
+    assert seen == [True, True, True]
+
+
+def test_lstm_weights_stay_in_one_block_after_an_optimizer_step():
+    # Thinc's optimizer gives torch parameters new storage; the network re-flattens them
+    # before the LSTM runs (cuDNN otherwise copies them on every call).
+    import torch
+
+    from spacy_w2ner.network import GridNetwork
+
+    network = GridNetwork(
+        8, 4, lstm_size=8, dist_emb_size=4, region_emb_size=4, conv_size=8, dilations=[1, 2],
+        biaffine_size=8, ffnn_size=8, input_dropout=0.0, conv_dropout=0.0, output_dropout=0.0,
+    )  # fmt: skip
+    calls = []
+    original = network.lstm.flatten_parameters
+    network.lstm.flatten_parameters = lambda: calls.append(1) or original()
+    for parameter in network.lstm.parameters():
+        parameter.data = parameter.data.clone()  # what Thinc's finish_update does
+    network(torch.randn(2, 3, 8), torch.tensor([3, 2]))
+    assert calls == [1]
