@@ -1,7 +1,9 @@
 """Encoders: the bundled encoder's path (no hard-coded paths in configs) and a
 transformer model whose inference memory does not grow with document length."""
 from functools import partial
-from typing import Callable
+from typing import Callable, Iterator, List
+
+import numpy
 
 from spacy.util import registry
 from thinc.api import Model
@@ -181,28 +183,65 @@ def chunked_transformer_listener(
 
 
 def _pool_in_chunks(model: Model, trf_datas: list, is_train: bool):
-    """spacy-transformers' trfs2arrays forward; when predicting, pooled a chunk of tokens at a time."""
+    """spacy-transformers' trfs2arrays forward; when predicting, pooled a chunk of tokens at a time.
+
+    Small docs are pooled together (one gather and one pooling call for up to
+    ``max_tokens_per_pass`` tokens of several docs), so a batch of sentences costs a
+    few array operations on the device rather than several per doc; a long doc is
+    pooled on its own, a chunk at a time.
+    """
     if is_train:
         from spacy_transformers.layers.trfs2arrays import forward
 
         return forward(model, trf_datas, is_train)
-    pooling = model.layers[0]
     size = model.attrs["max_tokens_per_pass"]
-    outputs = []
-    for trf_data in trf_datas:
+    outputs = [None] * len(trf_datas)
+    for group in _docs_by_tokens(trf_datas, size):
+        pooled = _pool_docs(model, [trf_datas[i] for i in group], size)
+        first = 0
+        for i in group:
+            n_tokens = len(trf_datas[i].align.lengths)
+            outputs[i] = pooled[first : first + n_tokens]
+            first += n_tokens
+    # A doc without word pieces gets an empty array, as spacy-transformers gives it.
+    return [model.ops.alloc2f(0, 0) if out is None else out for out in outputs], _no_backprop
+
+
+def _docs_by_tokens(trf_datas: list, size: int) -> Iterator[List[int]]:
+    """Indices of the docs with word pieces, consecutive ones grouped up to ``size`` tokens."""
+    group: List[int] = []
+    tokens = 0
+    for i, trf_data in enumerate(trf_datas):
         hidden = getattr(trf_data, "model_output", {}).get("last_hidden_state")
         if hidden is None or hidden.size == 0:
-            outputs.append(model.ops.alloc2f(0, 0))  # an empty doc, as spacy-transformers gives it
             continue
-        src = model.ops.reshape2f(hidden, -1, trf_data.width)
-        indices = model.ops.xp.asarray(trf_data.align.dataXd).reshape(-1)
-        lengths = model.ops.asarray1i(trf_data.align.lengths)
-        starts = model.ops.xp.concatenate([model.ops.xp.zeros(1, dtype="int64"), lengths.cumsum()])
-        n_tokens = len(lengths)
-        pooled = []
-        for first in range(0, n_tokens, size):
-            last = min(first + size, n_tokens)
-            rows = src[indices[int(starts[first]) : int(starts[last])]]
-            pooled.append(pooling.predict(Ragged(rows, lengths[first:last])))
-        outputs.append(model.ops.xp.concatenate(pooled) if len(pooled) > 1 else pooled[0])
-    return outputs, _no_backprop
+        n_tokens = len(trf_data.align.lengths)
+        if group and tokens + n_tokens > size:
+            yield group
+            group, tokens = [], 0
+        group.append(i)
+        tokens += n_tokens
+    if group:
+        yield group
+
+
+def _pool_docs(model: Model, trf_datas: list, size: int):
+    """The token vectors of the docs, concatenated: their word-piece rows pooled ``size`` tokens at a time."""
+    ops = model.ops
+    pooling = model.layers[0]
+    sources, indices, lengths, offset = [], [], [], 0
+    for trf_data in trf_datas:
+        source = ops.reshape2f(trf_data.model_output.last_hidden_state, -1, trf_data.width)
+        sources.append(source)
+        indices.append(ops.to_numpy(trf_data.align.dataXd).reshape(-1) + offset)
+        lengths.append(ops.to_numpy(trf_data.align.lengths))
+        offset += source.shape[0]
+    source = sources[0] if len(sources) == 1 else ops.xp.concatenate(sources)
+    all_indices, all_lengths = numpy.concatenate(indices), numpy.concatenate(lengths)
+    starts = numpy.concatenate([[0], numpy.cumsum(all_lengths)])
+    pooled = []
+    for first in range(0, len(all_lengths), size):
+        last = min(first + size, len(all_lengths))
+        rows = source[ops.asarray1i(all_indices[starts[first] : starts[last]])]
+        pooled.append(pooling.predict(Ragged(rows, ops.asarray1i(all_lengths[first:last]))))
+    return pooled[0] if len(pooled) == 1 else ops.xp.concatenate(pooled)

@@ -10,7 +10,7 @@ pipeline's weights load (``build_for_loading``).
 """
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from spacy.tokens import Doc
@@ -265,27 +265,25 @@ def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
     tok2vec = model.get_ref("tok2vec")
     grid_scorer = model.get_ref("grid_scorer")
     vectors, backprop_tok2vec = tok2vec(docs, is_train)
+    words, first_rows = _all_word_vectors(model.ops, vectors)
     segments = segment_docs(docs, model.attrs["max_window"], model.attrs["window_overlap"])
     outputs: List[GridBatch] = []
-    callbacks: List[Callable] = []
+    callbacks: List[Tuple[Callable, PaddingRows]] = []
     for batch in batch_by_cells(segments, model.attrs["max_grid_cells"]):
-        padded, lengths = _pad_segments(model, vectors, batch)
+        rows = padding_rows(batch, first_rows)
+        padded, lengths = _pad_segments(model.ops, words, batch, rows)
         logits, backprop = grid_scorer((padded, lengths), is_train)
         if is_train:
             outputs.append(GridBatch(batch, logits))
-            callbacks.append(backprop)
+            callbacks.append((backprop, rows))
         else:
             outputs.append(GridBatch(batch, None, *relations_and_confidences(model.ops, logits)))
 
     def backprop(d_logits: List[Floats4d]) -> Any:
-        d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
-        for batch, d_batch, callback in zip(outputs, d_logits, callbacks):
-            d_padded = callback(d_batch)
-            for k, segment in enumerate(batch.segments):
-                d_vectors[segment.doc_index][segment.start : segment.end] += d_padded[
-                    k, : segment.length
-                ]
-        return backprop_tok2vec(d_vectors)
+        d_words = model.ops.alloc2f(*words.shape)
+        for d_batch, (callback, rows) in zip(d_logits, callbacks):
+            _add_unpadded(model.ops, d_words, callback(d_batch), rows)
+        return backprop_tok2vec([d_words[a:b] for a, b in zip(first_rows[:-1], first_rows[1:])])
 
     return outputs, backprop
 
@@ -311,16 +309,50 @@ def relations_and_confidences(ops, logits: Floats4d) -> Tuple[np.ndarray, np.nda
     return relations, confidences
 
 
+class PaddingRows(NamedTuple):
+    """Index arrays that move a batch of segments' words in one gather: row ``source[i]`` of
+    all docs' word vectors goes to row ``padded[i]`` of the batch as (segments x longest) rows."""
+
+    source: np.ndarray
+    padded: np.ndarray
+    longest: int
+
+
+def _all_word_vectors(ops, vectors: Sequence[Floats2d]) -> Tuple[Floats2d, np.ndarray]:
+    """Every doc's word vectors in one array (one copy at most), and each doc's first row (and the end)."""
+    first_rows = np.concatenate([[0], np.cumsum([len(v) for v in vectors])]).astype(np.int64)
+    if len(vectors) == 1:
+        return vectors[0], first_rows
+    width = max((v.shape[1] for v in vectors if v.size), default=0)
+    return ops.xp.concatenate([v if v.size else ops.alloc2f(0, width) for v in vectors]), first_rows
+
+
+def padding_rows(batch: Sequence[Segment], first_rows: np.ndarray) -> PaddingRows:
+    """The rows that pad a batch of segments to its longest one (numpy index arrays)."""
+    lengths = np.array([segment.length for segment in batch], dtype=np.int64)
+    longest = int(lengths.max())
+    offsets = np.cumsum(lengths) - lengths  # where each segment's words begin in the index arrays
+    within = np.arange(int(lengths.sum())) - np.repeat(offsets, lengths)  # word k of its segment
+    starts = np.array([first_rows[s.doc_index] + s.start for s in batch], dtype=np.int64)
+    padded = np.repeat(np.arange(len(batch)) * longest, lengths) + within
+    return PaddingRows(np.repeat(starts, lengths) + within, padded, longest)
+
+
 def _pad_segments(
-    model: Model, vectors: Sequence[Floats2d], batch: Sequence[Segment]
+    ops, words: Floats2d, batch: Sequence[Segment], rows: PaddingRows
 ) -> Tuple[Floats3d, Ints1d]:
-    longest = max(segment.length for segment in batch)
-    width = vectors[batch[0].doc_index].shape[1]
-    padded = model.ops.alloc3f(len(batch), longest, width)
-    for k, segment in enumerate(batch):
-        padded[k, : segment.length] = vectors[segment.doc_index][segment.start : segment.end]
-    lengths = model.ops.asarray1i([segment.length for segment in batch])
-    return padded, lengths
+    """The segments' word vectors padded with zeros to (segments, longest, width): one gather."""
+    width = words.shape[1]
+    padded = ops.alloc2f(len(batch) * rows.longest, width)
+    padded[ops.asarray1i(rows.padded)] = words[ops.asarray1i(rows.source)]
+    lengths = ops.asarray1i([segment.length for segment in batch])
+    return ops.reshape3f(padded, len(batch), rows.longest, width), lengths
+
+
+def _add_unpadded(ops, d_words: Floats2d, d_padded: Floats3d, rows: PaddingRows) -> None:
+    """Add a padded batch's gradients to the words they came from (overlapping windows add up)."""
+    d_flat = ops.reshape2f(d_padded, -1, d_padded.shape[-1])
+    ops.scatter_add(d_words, ops.asarray1i(rows.source), d_flat[ops.asarray1i(rows.padded)])
 
 
 def grid_probabilities(model: Model, docs: List[Doc]) -> List[Tuple[Segment, np.ndarray]]:
@@ -332,11 +364,11 @@ def grid_probabilities(model: Model, docs: List[Doc]) -> List[Tuple[Segment, np.
     """
     tok2vec = model.get_ref("tok2vec")
     grid_scorer = model.get_ref("grid_scorer")
-    vectors = tok2vec.predict(docs)
+    words, first_rows = _all_word_vectors(model.ops, tok2vec.predict(docs))
     segments = segment_docs(docs, model.attrs["max_window"], model.attrs["window_overlap"])
     grids: List[Tuple[Segment, np.ndarray]] = []
     for batch in batch_by_cells(segments, model.attrs["max_grid_cells"]):
-        padded, lengths = _pad_segments(model, vectors, batch)
+        padded, lengths = _pad_segments(model.ops, words, batch, padding_rows(batch, first_rows))
         probs = model.ops.to_numpy(model.ops.softmax(grid_scorer.predict((padded, lengths)), axis=-1))
         grids.extend((segment, probs[k, : segment.length, : segment.length]) for k, segment in enumerate(batch))
     return sorted(grids, key=lambda grid: (grid[0].doc_index, grid[0].start))
