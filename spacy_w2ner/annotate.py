@@ -30,6 +30,9 @@ The record of one document (``annotate_output.RECORD_SCHEMA``)::
                    "tokens": [6, 7, 8, 11],               # token indices of the spaCy Doc
                    "discontinuous": true}]}
 """
+import ctypes
+import ctypes.util
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Union
 
@@ -134,13 +137,38 @@ def annotate_items(
     """
     spans_key = spans_key or spans_key_of(nlp)
     inputs = ((_pipe_input(_within_max_length(item, nlp), nlp.vocab), item) for item in items)
-    for doc, item in nlp.pipe(inputs, as_tuples=True, batch_size=batch_size, n_process=n_process):
+    docs = nlp.pipe(inputs, as_tuples=True, batch_size=batch_size, n_process=n_process)
+    for count, (doc, item) in enumerate(docs, 1):
+        if count % batch_size == 0:
+            release_freed_memory()
         if item.problem is None and doc.text != item.text:
             item.problem = "the pipeline's tokenizer changed the text, so character offsets would not match it"
         if item.problem is not None:
             yield item, None, None
         else:
             yield item, make_record(item, doc, spans_key), doc
+
+
+def release_freed_memory() -> None:
+    """Give the memory freed by the last batch back to the system (glibc's ``malloc_trim``).
+
+    Grid batches of ever new sizes leave glibc's heap holding freed memory it keeps for
+    reuse: annotating repeated CADEC sentences, the bytes in use stayed at 320-370 MB while
+    the heap, and with it the resident memory, grew to 1.8 GB. Trimming after each batch keeps
+    the resident memory near what is in use, at no measurable cost. Elsewhere than on glibc,
+    nothing happens.
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Optional[Callable[[int], int]]:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def _within_max_length(item: Item, nlp: Language) -> Item:

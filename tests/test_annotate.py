@@ -181,6 +181,18 @@ def test_reading_streams_without_loading_the_whole_input(tmp_path):
     assert sum(1 for _ in items) == 999
 
 
+def test_freed_memory_goes_back_to_the_system_after_every_batch(tmp_path, model, monkeypatch):
+    """Resident memory follows what is in use, not glibc's heap (bench/README.md, annotate)."""
+    import spacy_w2ner.annotate as annotate_module
+
+    assert annotate_module._malloc_trim() is not None  # glibc: the CI machines and this one
+    trims = []
+    monkeypatch.setattr(annotate_module, "release_freed_memory", lambda: trims.append(1))
+    path = write(tmp_path, "docs.txt", "\n".join(TEXTS[i % len(TEXTS)] for i in range(10)))
+    summary = quiet(model, path, tmp_path / "out.jsonl", batch_size=3)
+    assert summary.written == 10 and len(trims) == 3  # after docs 3, 6 and 9
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_after_its_checkpoint(tmp_path, model):
     """Kill a run part-way: --resume writes every record once, in order, as an uninterrupted run."""
