@@ -23,9 +23,11 @@ def run_case(model: str, length: int, sentences: bool, repeats: int = 1) -> dict
     import spacy
     from spacy.tokens import Doc
 
+    from spacy_w2ner.annotate import sentence_setters
+
     nlp = spacy.load(model)
     # Without sentence boundaries means windows: the project's pipelines' sentencizer is off.
-    without_sentencizer = [name for name in nlp.pipe_names if nlp.get_pipe_meta(name).factory == "sentencizer"]
+    setters = sentence_setters(nlp)
     nlp(Doc(nlp.vocab, words=WORDS))  # warm up
     loaded_mb = rss_mb()
     reset_peak()
@@ -37,7 +39,7 @@ def run_case(model: str, length: int, sentences: bool, repeats: int = 1) -> dict
     for repeat in range(repeats):  # the peak memory is the first run's; the time the fastest run's
         doc = Doc(nlp.vocab, words=words, sent_starts=sent_starts)
         start = time.perf_counter()
-        with nlp.select_pipes(disable=[] if sentences else without_sentencizer):
+        with nlp.select_pipes(disable=[] if sentences else setters):
             doc = nlp(doc)
         times.append(time.perf_counter() - start)
         if repeat == 0:

@@ -34,7 +34,7 @@ import ctypes
 import ctypes.util
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -99,11 +99,17 @@ def _checked_threshold(threshold: float) -> float:
 
 def sets_sentences(nlp: Language) -> bool:
     """Whether a component of the pipeline sets sentence boundaries."""
+    return bool(sentence_setters(nlp))
+
+
+def sentence_setters(nlp: Language) -> List[str]:
+    """The names of the pipeline's components that set sentence boundaries."""
+    names = []
     for name in nlp.pipe_names:
         meta = nlp.get_pipe_meta(name)
         if meta.factory in SENTENCE_SETTERS or "token.is_sent_start" in meta.assigns or "doc.sents" in meta.assigns:
-            return True
-    return False
+            names.append(name)
+    return names
 
 
 def spans_key_of(nlp: Language) -> str:

@@ -232,11 +232,6 @@ def long_document(data: str, vocab, n_tokens: int) -> Tuple[List[str], List[bool
     return words[:n_tokens], starts[:n_tokens]
 
 
-def sentence_setters(nlp) -> List[str]:
-    """The pipeline's components that set sentence boundaries (the project's configs have a sentencizer)."""
-    return [name for name, pipe in nlp.pipeline if type(pipe).__name__ in ("Sentencizer", "SentenceRecognizer")]
-
-
 def long_doc(args) -> None:
     """One document of --tokens tokens (CADEC-like sentences): time and peak GPU memory (the
     windows and the grid-cell bound keep it flat). With sentence boundaries twice: the first
@@ -247,6 +242,7 @@ def long_doc(args) -> None:
     from spacy.tokens import Doc
 
     from hooks import peak_gpu_mb
+    from spacy_w2ner.annotate import sentence_setters
 
     device = use_device(args.gpu_id)
     nlp = spacy.load(args.model)

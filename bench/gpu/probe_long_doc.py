@@ -27,8 +27,9 @@ def main() -> None:
     import spacy
     from spacy.tokens import Doc
 
-    from bench import long_document, sentence_setters, use_device
+    from bench import long_document, use_device
     from hooks import synchronize
+    from spacy_w2ner.annotate import sentence_setters
     from spacy_w2ner.model import segment_grids
     from spacy_w2ner.segments import batch_by_cells, segment_docs
 
@@ -38,6 +39,7 @@ def main() -> None:
     words, starts = long_document(args.data, nlp.vocab, args.tokens)
     nlp(Doc(nlp.vocab, words=words[:200], sent_starts=starts[:200]))  # warm-up
     model = w2ner.model
+    setters = sentence_setters(nlp)
     for run, with_sentences in enumerate((True, True, False, True)):
         doc = Doc(nlp.vocab, words=words, sent_starts=starts if with_sentences else None)
         times = {}
@@ -46,7 +48,7 @@ def main() -> None:
         for name, proc in nlp.pipeline:
             if name == "w2ner":
                 break
-            if with_sentences or name not in sentence_setters(nlp):
+            if with_sentences or name not in setters:
                 doc = proc(doc)
         synchronize()
         times["before_w2ner_s"] = time.perf_counter() - start
