@@ -387,14 +387,17 @@ class W2NER(TrainablePipe):
 
 
 class _ScaledOptimizer:
-    """An optimizer view whose learning rate is the wrapped one's times ``scale``."""
+    """An optimizer view whose learning rate is the wrapped one's times ``lr_scale``.
+
+    ``shims.unwrap_optimizer`` reads ``wrapped_optimizer`` and ``lr_scale`` for the fused step.
+    """
 
     def __init__(self, optimizer: Optimizer, scale: float) -> None:
-        self._optimizer = optimizer
-        self._scale = scale
+        self.wrapped_optimizer = optimizer
+        self.lr_scale = scale
 
     def __call__(self, key, weights, gradient, *, lr_scale: float = 1.0):
-        return self._optimizer(key, weights, gradient, lr_scale=lr_scale * self._scale)
+        return self.wrapped_optimizer(key, weights, gradient, lr_scale=lr_scale * self.lr_scale)
 
     def __getattr__(self, name):
-        return getattr(self._optimizer, name)
+        return getattr(self.wrapped_optimizer, name)

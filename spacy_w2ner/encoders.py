@@ -39,6 +39,7 @@ def chunked_transformer_model(
     grad_scaler_config: dict = {},
     max_spans_per_pass: int = 64,
     last_layers: int = 1,
+    mixed_precision_dtype: str = "float16",
 ) -> Model:
     """spacy-transformers' ``TransformerModel.v3`` that runs at most ``max_spans_per_pass``
     spans through the encoder at once when predicting, and whose output can be the mean
@@ -61,17 +62,29 @@ def chunked_transformer_model(
     shim and weights whose forward runs Thinc's PyTorch forward per chunk and whose
     input/output converters ask the encoder for its hidden states and average the top
     ones. The node tree and the serialized weights are those of ``TransformerModel.v3``.
+
+    Its shim updates the encoder's weights in one fused optimizer step, and
+    ``mixed_precision`` autocasts to ``mixed_precision_dtype`` ("bfloat16": no loss
+    scaling, so the grad scaler is off unless ``grad_scaler_config`` turns it on);
+    see ``shims.py``.
     """
     from spacy_transformers.architectures import create_TransformerModel_v3
+
+    from .shims import check_half_dtype, fuse_updates
 
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
     if last_layers < 1:
         raise ValueError(f"last_layers must be at least 1, got {last_layers}")
+    check_half_dtype(mixed_precision_dtype)
+    grad_scaler_config = dict(grad_scaler_config)
+    grad_scaler_config.setdefault("enabled", bool(mixed_precision) and mixed_precision_dtype == "float16")
     model = create_TransformerModel_v3(
         name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config
     )
     encoder = _node_named(model, "hf-pytorch")
+    for shim in encoder.shims:
+        fuse_updates(shim, mixed_precision_dtype)
     chunked = Model(
         encoder.name,
         _encode_in_chunks,

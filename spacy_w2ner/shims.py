@@ -1,0 +1,209 @@
+"""Thinc shims for w2ner's torch modules: one fused optimizer step, and bfloat16 autocast.
+
+Thinc's ``PyTorchShim.finish_update`` updates a torch module one tensor at a time: for
+each parameter it views weights and gradient as CuPy/NumPy arrays, clips the gradient by
+its norm (``if norm >= clip``: on a GPU a read of the norm by the host, that is a
+synchronisation, per tensor), then runs Adam in a few small kernels. A BERT-base encoder
+has about 200 tensors: on an H100 that loop was about half of a training step.
+
+``FusedUpdate`` makes the same update for all of a module's tensors at once with torch's
+multi-tensor (``torch._foreach_*``) kernels, and nothing read back by the host. The
+arithmetic is Thinc's Adam: the gradient clipped per tensor by its own norm, L2 added to
+the gradient or decoupled weight decay, bias correction from each key's update count,
+the component's ``lr_scale`` (w2ner's ``learn_rate_scale``), moving averages when the
+optimizer keeps them. The Thinc optimizer stays the owner of the hyperparameters, the
+schedules (``step_schedules``), the update counts and the state: the moments and
+averages live in its ``mom1``/``mom2``/``averages`` under Thinc's keys, as array views of
+the torch tensors. So configs do not change, and an optimizer the fused step cannot
+reproduce (SGD, RAdam) falls back to Thinc's own loop.
+
+Mixed precision: Thinc autocasts to float16, which needs loss scaling (a grad scaler
+with a host read per step). ``half_dtype = "bfloat16"`` autocasts to bfloat16 instead
+(the range of float32: no scaling), by setting the dtype that Thinc's autocast picks up.
+"""
+import contextlib
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from thinc.api import Optimizer, PyTorchShim, torch2xp, xp2torch
+
+HALF_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def check_half_dtype(name: str) -> str:
+    if name not in HALF_DTYPES:
+        raise ValueError(f"half_precision must be one of {sorted(HALF_DTYPES)}, got {name!r}")
+    return name
+
+
+@contextlib.contextmanager
+def autocast_dtype(name: str):
+    """Make ``torch.autocast("cuda")`` without a dtype (Thinc's) use ``name``."""
+    dtype = HALF_DTYPES[name]
+    previous = torch.get_autocast_dtype("cuda")
+    torch.set_autocast_dtype("cuda", dtype)
+    try:
+        yield
+    finally:
+        torch.set_autocast_dtype("cuda", previous)
+
+
+class FusedUpdate:
+    """Mixin for Thinc's ``PyTorchShim`` and its subclasses (see the module docstring)."""
+
+    half_dtype = "float16"  # set per shim by the layer that builds it
+
+    def begin_update(self, inputs):
+        with autocast_dtype(self.half_dtype):
+            return super().begin_update(inputs)
+
+    def predict(self, inputs):
+        with autocast_dtype(self.half_dtype):
+            return super().predict(inputs)
+
+    def finish_update(self, optimizer) -> None:
+        thinc_optimizer, lr_scale = unwrap_optimizer(optimizer)
+        if not can_fuse(thinc_optimizer):
+            return super().finish_update(optimizer)
+        named = [(n, p) for n, p in self._model.named_parameters() if p.grad is not None and p.numel()]
+        grads = [p.grad for _, p in named]
+        if named and not self._grad_scaler.found_inf:  # skip the step after an overflow, as Thinc does
+            keys = [(self.id, name) for name, _ in named]
+            params = [p for _, p in named]
+            fused_adam_step(thinc_optimizer, keys, params, self._adam_state(thinc_optimizer, keys, params), lr_scale)
+        if grads:
+            torch._foreach_zero_(grads)
+        self._grad_scaler.update()
+
+    def _adam_state(self, optimizer: Optimizer, keys: List, params: List[torch.Tensor]) -> "AdamState":
+        """The optimizer's state for these keys as torch tensors, looked up once per optimizer."""
+        cached = getattr(self, "_cached_adam_state", None)
+        if cached is None or cached.optimizer is not optimizer or cached.keys != keys:
+            cached = AdamState.of(optimizer, keys, params)
+            self._cached_adam_state = cached
+        return cached
+
+
+class FusedPyTorchShim(FusedUpdate, PyTorchShim):
+    """Thinc's PyTorchShim with the fused update (the grid network's shim)."""
+
+
+def unwrap_optimizer(optimizer) -> Tuple[object, float]:
+    """The Thinc optimizer behind a component's view of it, and the view's learning-rate scale."""
+    scale = 1.0
+    while hasattr(optimizer, "wrapped_optimizer"):
+        scale *= optimizer.lr_scale
+        optimizer = optimizer.wrapped_optimizer
+    return optimizer, scale
+
+
+def can_fuse(optimizer) -> bool:
+    """Whether ``fused_adam_step`` reproduces what this optimizer does: Thinc's Adam."""
+    return isinstance(optimizer, Optimizer) and not optimizer.use_radam and optimizer.b1 > 0 and optimizer.b2 > 0
+
+
+@dataclass
+class AdamState:
+    """Torch views of a Thinc optimizer's moments (and averages) for a list of keys."""
+
+    optimizer: Optimizer
+    keys: List
+    mom1: List[torch.Tensor]
+    mom2: List[torch.Tensor]
+    averages: Optional[List[torch.Tensor]]
+
+    @classmethod
+    def of(cls, optimizer: Optimizer, keys: List, params: List[torch.Tensor]) -> "AdamState":
+        averages = optimizer.averages
+        return cls(
+            optimizer,
+            list(keys),
+            _state_tensors(optimizer.mom1, keys, params, flat=True),
+            _state_tensors(optimizer.mom2, keys, params, flat=True),
+            None if averages is None else _state_tensors(averages, keys, params, flat=False),
+        )
+
+
+@torch.no_grad()
+def fused_adam_step(
+    optimizer: Optimizer, keys: List, params: List[torch.Tensor], state: AdamState, lr_scale: float = 1.0
+) -> None:
+    """Thinc's Adam update (``Optimizer.__call__``) of all the tensors at once."""
+    grads = [p.grad for p in params]
+    steps = []
+    for key in keys:
+        optimizer.nr_update[key] += 1
+        steps.append(optimizer.nr_update[key])
+    if optimizer.L2 != 0 and not optimizer.L2_is_weight_decay:
+        torch._foreach_add_(grads, params, alpha=optimizer.L2)
+    if optimizer.grad_clip:
+        # Each tensor clipped by its own norm (Thinc's clip_gradient), without a host read.
+        norms = torch.stack(torch._foreach_norm(grads))
+        torch._foreach_mul_(grads, list((optimizer.grad_clip / norms).clamp_(max=1.0).unbind()))
+    b1, b2 = optimizer.b1, optimizer.b2
+    torch._foreach_mul_(state.mom1, b1)
+    torch._foreach_add_(state.mom1, grads, alpha=1.0 - b1)
+    torch._foreach_mul_(state.mom2, b2)
+    torch._foreach_addcmul_(state.mom2, grads, grads, value=1.0 - b2)
+    denominators = torch._foreach_sqrt(state.mom2)
+    torch._foreach_add_(denominators, optimizer.eps)
+    step_sizes = [-(optimizer.learn_rate * lr_scale * (1.0 - b2**t) ** 0.5 / (1.0 - b1**t)) for t in steps]
+    updated = torch._foreach_addcdiv(params, state.mom1, denominators, step_sizes)
+    if optimizer.L2 != 0 and optimizer.L2_is_weight_decay:
+        torch._foreach_mul_(updated, 1.0 - lr_scale * optimizer.learn_rate * optimizer.L2)
+    # New storage, as Thinc's loop gives: a graph recorded before this step keeps the weights
+    # it saved (spaCy's nlp.update(sgd=...) updates a transformer before its listeners'
+    # backward pass has run through it; an in-place update would break that pass).
+    for param, weights in zip(params, updated):
+        param.data = weights
+    if state.averages is not None:
+        _update_averages(state.averages, updated, steps)
+
+
+def _state_tensors(store: Dict, keys: List, params: List[torch.Tensor], flat: bool) -> List[torch.Tensor]:
+    """Torch views (shaped like the parameters) of the optimizer's arrays for the keys.
+
+    Thinc keeps a flat array per key for the moments and a parameter-shaped one for the
+    averages; a missing one is created as zeros, and its array view goes into the store.
+    """
+    tensors = []
+    for key, param in zip(keys, params):
+        array = store.get(key)
+        if array is None or array.size != param.numel():
+            tensor = torch.zeros(param.numel() if flat else param.shape, dtype=torch.float32, device=param.device)
+            store[key] = torch2xp(tensor)
+        else:
+            tensor = xp2torch(array, device=param.device)
+        tensors.append(tensor.view(param.shape))
+    return tensors
+
+
+def _update_averages(averages: List[torch.Tensor], params: List[torch.Tensor], steps: List[int]) -> None:
+    """Thinc's ``update_averages``: ema += (1 - decay) * (weights - ema), decay from the update count."""
+    by_step: Dict[int, List[int]] = defaultdict(list)
+    for index, step in enumerate(steps):
+        by_step[step].append(index)
+    for step, indices in by_step.items():
+        decay = min((1.0 + step) / (10.0 + step), 0.9999)
+        torch._foreach_lerp_([averages[i] for i in indices], [params[i] for i in indices], 1.0 - decay)
+
+
+def fuse_updates(shim, half_dtype: str = "float16"):
+    """Give a Thinc PyTorchShim (or spacy-transformers' HFShim) the fused update and a half dtype."""
+    fused = _fused_class(type(shim))
+    if fused is not None:
+        shim.__class__ = fused
+        shim.half_dtype = check_half_dtype(half_dtype)
+    return shim
+
+
+def _fused_class(shim_type: type) -> Optional[type]:
+    if issubclass(shim_type, FusedUpdate):
+        return shim_type
+    if shim_type is PyTorchShim:
+        return FusedPyTorchShim
+    from .hf_shim import FusedHFShim, HFShim
+
+    return FusedHFShim if shim_type is HFShim else None
