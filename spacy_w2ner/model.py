@@ -15,10 +15,11 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 import numpy as np
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model
+from thinc.api import Model, NumpyOps
 from thinc.types import ArgsKwargs, Floats2d, Floats3d, Floats4d, Ints1d
 
 from .segments import Segment, batch_by_cells, segment_docs, validate_window
+from .shims import check_half_dtype
 
 GRID_SCORER_NAME = "w2ner_grid_scorer"
 
@@ -27,16 +28,47 @@ GRID_SCORER_NAME = "w2ner_grid_scorer"
 class GridBatch:
     """Grid scores for a batch of segments, padded to the longest one.
 
-    In training: ``logits`` (segments, longest, longest, relations). At inference
-    the logits are reduced at once to what decoding needs, several times smaller:
-    ``relations`` (the argmax relation ids, uint8, or int16 past 254 labels) and ``confidences`` (their
-    probabilities, float32), both numpy.
+    In training: ``logits`` (segments, longest, longest, relations). When predicting,
+    ``predicted`` holds what decoding needs, several times smaller than the logits: the
+    argmax relation ids and their probabilities, on their way to the host (``HostGrids``).
     """
 
     segments: List[Segment]
     logits: Optional[Floats4d] = None
-    relations: Optional[np.ndarray] = None
-    confidences: Optional[np.ndarray] = None
+    predicted: Optional["HostGrids"] = None
+
+
+class HostGrids:
+    """Argmax relation ids and their probabilities of a padded batch of grids, for the host.
+
+    Reduced on the logits' device (softmax, max) and copied to the host in one transfer
+    that does not wait: on a GPU the copy goes to pinned memory behind the batch's kernels,
+    so the device works on the next batch while the host decodes this one. ``arrays``
+    waits for the copy.
+    """
+
+    def __init__(self, logits) -> None:
+        import torch
+
+        confidences, relations = torch.softmax(logits.float(), dim=-1).max(dim=-1)
+        packed = torch.stack([confidences, relations.to(confidences.dtype)])  # ids < 2**24: exact
+        self._relation_dtype = np.uint8 if logits.shape[-1] <= 256 else np.int16  # kept per window until decoded
+        self._ready = None
+        if packed.is_cuda:
+            self._host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
+            self._host.copy_(packed, non_blocking=True)
+            self._ready = torch.cuda.Event()
+            self._ready.record()
+        else:
+            self._host = packed
+
+    def arrays(self) -> Tuple[np.ndarray, np.ndarray]:
+        """(relation ids, confidences) as numpy, (segments, longest, longest) each."""
+        if self._ready is not None:
+            self._ready.synchronize()
+            self._ready = None
+        host = self._host.numpy()
+        return host[1].astype(self._relation_dtype), host[0]
 
 
 @registry.architectures("spacy_w2ner.W2NER.v1")
@@ -58,6 +90,7 @@ def build_w2ner_model(
     mixed_precision: bool = False,
     grad_scaler_config: dict = {},
     nO: Optional[int] = None,
+    mixed_precision_dtype: str = "float16",
 ) -> Model[List[Doc], List[GridBatch]]:
     """W2NER: word vectors from ``tok2vec``, one relation grid per sentence or window.
 
@@ -65,8 +98,9 @@ def build_w2ner_model(
     ``max_window`` bounds the grid side (longer stretches are windowed with
     ``window_overlap`` tokens of overlap); ``max_grid_cells`` bounds segments x
     longest^2 per torch batch. ``nO`` (the number of relations) is set by the
-    component from its labels. Every setting is checked here, so a bad config fails
-    when the pipeline is created.
+    component from its labels. ``mixed_precision_dtype`` is the autocast dtype of
+    ``mixed_precision`` on CUDA: "float16" (with loss scaling) or "bfloat16" (none needed).
+    Every setting is checked here, so a bad config fails when the pipeline is created.
     """
     hyper = dict(
         lstm_size=lstm_size,
@@ -83,6 +117,7 @@ def build_w2ner_model(
     validate_hyperparameters(hyper)
     validate_window(max_window, window_overlap)
     _check_positive_int("max_grid_cells", max_grid_cells)
+    check_half_dtype(mixed_precision_dtype)
     grid_scorer = Model(
         GRID_SCORER_NAME,
         _grid_scorer_forward,
@@ -90,6 +125,7 @@ def build_w2ner_model(
         attrs={
             "hyper": hyper,
             "mixed_precision": mixed_precision,
+            "mixed_precision_dtype": mixed_precision_dtype,
             "grad_scaler_config": dict(grad_scaler_config),
         },
     )
@@ -164,33 +200,39 @@ def build_grid_scorer(grid_scorer: Model) -> None:
     from .network import GridNetwork
 
     _single_threaded_torch_in_forked_children()
-    module = GridNetwork(
-        grid_scorer.get_dim("nI"), grid_scorer.get_dim("nO"), **grid_scorer.attrs["hyper"]
+    from .shims import fuse_updates
+
+    attrs = grid_scorer.attrs
+    module = GridNetwork(grid_scorer.get_dim("nI"), grid_scorer.get_dim("nO"), **attrs["hyper"])
+    scaler = grad_scaler_settings(
+        attrs["grad_scaler_config"],
+        attrs["mixed_precision"],
+        get_torch_default_device().type,
+        attrs.get("mixed_precision_dtype", "float16"),
     )
     wrapper = PyTorchWrapper_v2(
         module,
         convert_inputs=_convert_padded_inputs,
-        mixed_precision=grid_scorer.attrs["mixed_precision"],
-        grad_scaler=PyTorchGradScaler(
-            **grad_scaler_settings(
-                grid_scorer.attrs["grad_scaler_config"],
-                grid_scorer.attrs["mixed_precision"],
-                get_torch_default_device().type,
-            )
-        ),
+        convert_outputs=_convert_outputs,
+        mixed_precision=attrs["mixed_precision"],
+        grad_scaler=PyTorchGradScaler(**scaler),
     )
+    fuse_updates(wrapper.shims[0], attrs.get("mixed_precision_dtype", "float16"))
     grid_scorer.layers.append(wrapper)  # Thinc: "you can append to it to add layers"
 
 
-def grad_scaler_settings(config: dict, mixed_precision: bool, device_type: str) -> dict:
-    """The grad scaler's settings: on by default when mixed precision trains on CUDA.
+def grad_scaler_settings(
+    config: dict, mixed_precision: bool, device_type: str, dtype: str = "float16"
+) -> dict:
+    """The grad scaler's settings: on by default when mixed precision trains on CUDA in float16.
 
-    Without loss scaling, float16 gradients of small losses underflow to zero. Thinc's
-    scaler only works on CUDA tensors, and autocast does nothing elsewhere, so on a CPU
-    it stays off. ``enabled`` in ``grad_scaler_config`` wins, as in spacy-transformers.
+    Without loss scaling, float16 gradients of small losses underflow to zero; bfloat16
+    has float32's range and needs none. Thinc's scaler only works on CUDA tensors, and
+    autocast does nothing elsewhere, so on a CPU it stays off. ``enabled`` in
+    ``grad_scaler_config`` wins, as in spacy-transformers.
     """
     settings = dict(config)
-    settings.setdefault("enabled", bool(mixed_precision) and device_type == "cuda")
+    settings.setdefault("enabled", bool(mixed_precision) and device_type == "cuda" and dtype == "float16")
     return settings
 
 
@@ -247,12 +289,27 @@ def _convert_padded_inputs(model: Model, X: Tuple[Floats3d, Ints1d], is_train: b
 
     vectors, lengths = X
     vectors_torch = xp2torch(vectors, requires_grad=is_train)
+    # On the host: the LSTM's packing reads them there (no copy back from the device).
     lengths_torch = torch.as_tensor(model.ops.to_numpy(lengths), dtype=torch.int64)
 
     def convert_back(d_inputs: ArgsKwargs) -> Floats3d:
         return torch2xp(d_inputs.args[0])
 
     return ArgsKwargs(args=(vectors_torch, lengths_torch), kwargs={}), convert_back
+
+
+def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
+    """Thinc's conversion of the logits in training; when predicting, the torch tensor itself
+    (``HostGrids`` reduces it on its device, with no round trip through CuPy)."""
+    from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
+
+    if is_train:
+        return convert_pytorch_default_outputs(model, inputs_outputs, is_train)
+    return inputs_outputs[1], _no_backprop
+
+
+def _no_backprop(d_outputs):
+    raise RuntimeError("the w2ner grid scorer has no backward pass when predicting")
 
 
 def _grid_scorer_forward(model: Model, X: Tuple[Floats3d, Ints1d], is_train: bool):
@@ -269,15 +326,16 @@ def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
     segments = segment_docs(docs, model.attrs["max_window"], model.attrs["window_overlap"])
     outputs: List[GridBatch] = []
     callbacks: List[Tuple[Callable, PaddingRows]] = []
+    multiple = grid_length_multiple(model.ops)
     for batch in batch_by_cells(segments, model.attrs["max_grid_cells"]):
-        rows = padding_rows(batch, first_rows)
+        rows = padding_rows(batch, first_rows, multiple)
         padded, lengths = _pad_segments(model.ops, words, batch, rows)
         logits, backprop = grid_scorer((padded, lengths), is_train)
         if is_train:
             outputs.append(GridBatch(batch, logits))
             callbacks.append((backprop, rows))
-        else:
-            outputs.append(GridBatch(batch, None, *relations_and_confidences(model.ops, logits)))
+        else:  # the device goes on with the next batch while this one is copied
+            outputs.append(GridBatch(batch, predicted=HostGrids(logits)))
 
     def backprop(d_logits: List[Floats4d]) -> Any:
         d_words = model.ops.alloc2f(*words.shape)
@@ -290,23 +348,14 @@ def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
 
 def segment_grids(ops, batches: Sequence[GridBatch]) -> Iterator[Tuple[Segment, np.ndarray, np.ndarray]]:
     """(segment, relation ids, confidences) for every segment of the batches, unpadded (numpy)."""
+    from thinc.api import xp2torch
+
     for batch in batches:
-        if batch.relations is None:
-            relations, confidences = relations_and_confidences(ops, batch.logits)
-        else:
-            relations, confidences = batch.relations, batch.confidences
+        predicted = batch.predicted if batch.predicted is not None else HostGrids(xp2torch(batch.logits))
+        relations, confidences = predicted.arrays()
         for k, segment in enumerate(batch.segments):
             n = segment.length
             yield segment, relations[k, :n, :n], confidences[k, :n, :n]
-
-
-def relations_and_confidences(ops, logits: Floats4d) -> Tuple[np.ndarray, np.ndarray]:
-    """Argmax relation ids and their probabilities, as numpy."""
-    probs = ops.softmax(logits, axis=-1)
-    relation_type = "uint8" if logits.shape[-1] <= 256 else "int16"  # kept per window until decoded
-    relations = ops.to_numpy(probs.argmax(axis=-1).astype(relation_type))
-    confidences = ops.to_numpy(probs.max(axis=-1))
-    return relations, confidences
 
 
 class PaddingRows(NamedTuple):
@@ -318,6 +367,13 @@ class PaddingRows(NamedTuple):
     longest: int
 
 
+def grid_length_multiple(ops) -> int:
+    """Grid sides are padded to a multiple of this: 8 on a GPU, where each new shape costs
+    kernel selection the first time it is met (the padding is masked: results do not
+    change), 1 on a CPU, where padding only costs cells."""
+    return 1 if isinstance(ops, NumpyOps) else 8
+
+
 def _all_word_vectors(ops, vectors: Sequence[Floats2d]) -> Tuple[Floats2d, np.ndarray]:
     """Every doc's word vectors in one array (one copy at most), and each doc's first row (and the end)."""
     first_rows = np.concatenate([[0], np.cumsum([len(v) for v in vectors])]).astype(np.int64)
@@ -327,10 +383,11 @@ def _all_word_vectors(ops, vectors: Sequence[Floats2d]) -> Tuple[Floats2d, np.nd
     return ops.xp.concatenate([v if v.size else ops.alloc2f(0, width) for v in vectors]), first_rows
 
 
-def padding_rows(batch: Sequence[Segment], first_rows: np.ndarray) -> PaddingRows:
-    """The rows that pad a batch of segments to its longest one (numpy index arrays)."""
+def padding_rows(batch: Sequence[Segment], first_rows: np.ndarray, multiple: int = 1) -> PaddingRows:
+    """The rows that pad a batch of segments to its longest one, rounded up to ``multiple``
+    (numpy index arrays)."""
     lengths = np.array([segment.length for segment in batch], dtype=np.int64)
-    longest = int(lengths.max())
+    longest = -(-int(lengths.max()) // multiple) * multiple
     offsets = np.cumsum(lengths) - lengths  # where each segment's words begin in the index arrays
     within = np.arange(int(lengths.sum())) - np.repeat(offsets, lengths)  # word k of its segment
     starts = np.array([first_rows[s.doc_index] + s.start for s in batch], dtype=np.int64)
@@ -341,11 +398,12 @@ def padding_rows(batch: Sequence[Segment], first_rows: np.ndarray) -> PaddingRow
 def _pad_segments(
     ops, words: Floats2d, batch: Sequence[Segment], rows: PaddingRows
 ) -> Tuple[Floats3d, Ints1d]:
-    """The segments' word vectors padded with zeros to (segments, longest, width): one gather."""
+    """The segments' word vectors padded with zeros to (segments, longest, width): one gather;
+    and their lengths (numpy)."""
     width = words.shape[1]
     padded = ops.alloc2f(len(batch) * rows.longest, width)
     padded[ops.asarray1i(rows.padded)] = words[ops.asarray1i(rows.source)]
-    lengths = ops.asarray1i([segment.length for segment in batch])
+    lengths = np.array([segment.length for segment in batch], dtype=np.int32)  # stays on the host
     return ops.reshape3f(padded, len(batch), rows.longest, width), lengths
 
 
@@ -362,6 +420,8 @@ def grid_probabilities(model: Model, docs: List[Doc]) -> List[Tuple[Segment, np.
     the model predicts them. A transformer listener reads the upstream component's output:
     run the pipeline's components before w2ner on the docs first.
     """
+    import torch
+
     tok2vec = model.get_ref("tok2vec")
     grid_scorer = model.get_ref("grid_scorer")
     words, first_rows = _all_word_vectors(model.ops, tok2vec.predict(docs))
@@ -369,6 +429,7 @@ def grid_probabilities(model: Model, docs: List[Doc]) -> List[Tuple[Segment, np.
     grids: List[Tuple[Segment, np.ndarray]] = []
     for batch in batch_by_cells(segments, model.attrs["max_grid_cells"]):
         padded, lengths = _pad_segments(model.ops, words, batch, padding_rows(batch, first_rows))
-        probs = model.ops.to_numpy(model.ops.softmax(grid_scorer.predict((padded, lengths)), axis=-1))
+        logits = grid_scorer.predict((padded, lengths))
+        probs = torch.softmax(logits.float(), dim=-1).cpu().numpy()
         grids.extend((segment, probs[k, : segment.length, : segment.length]) for k, segment in enumerate(batch))
     return sorted(grids, key=lambda grid: (grid[0].doc_index, grid[0].start))

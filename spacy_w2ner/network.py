@@ -45,6 +45,8 @@ def region_ids(grid_mask: torch.Tensor) -> torch.Tensor:
 
 
 PREDICT_BLOCK_CELLS = 16384
+# A GPU wants fewer, larger kernels: blocks of 8x the cells (256 MB of float32 at width 512).
+PREDICT_BLOCK_CELLS_CUDA = 131072
 
 
 def row_blocks(batch: int, length: int, block_cells: Optional[int] = None):
@@ -61,9 +63,9 @@ def row_blocks(batch: int, length: int, block_cells: Optional[int] = None):
     return [slice(start, min(start + rows, length)) for start in range(0, length, rows)]
 
 
-def by_row_blocks(compute, batch: int, length: int) -> torch.Tensor:
-    """``compute(rows)`` over the row blocks of ``row_blocks``, concatenated on dim 1."""
-    blocks = row_blocks(batch, length)
+def by_row_blocks(compute, batch: int, length: int, device: torch.device) -> torch.Tensor:
+    """``compute(rows)`` over the row blocks of ``row_blocks`` for the device, concatenated on dim 1."""
+    blocks = row_blocks(batch, length, PREDICT_BLOCK_CELLS_CUDA if device.type == "cuda" else PREDICT_BLOCK_CELLS)
     if len(blocks) == 1:
         return compute(blocks[0])
     return torch.cat([compute(rows) for rows in blocks], dim=1)
@@ -111,6 +113,7 @@ class GridBuilder(nn.Module):
             lambda rows: F.linear(gamma[:, rows, None, :] * normed[:, None, :, :], self.project_cln.weight),
             batch,
             length,
+            words.device,
         )
         grid = grid + self.project_cln(beta)[:, :, None, :]
         grid = grid + self._embedding_term(
@@ -148,13 +151,16 @@ class DilatedConvolutions(nn.Module):
         # Channels first, and contiguous: a permuted view is channels-last in memory, where
         # CUDA's dilated depthwise convolution was ~50x slower (H100: 45 ms a forward call
         # for 12 sentences); on a CPU it is the same speed either way.
-        x = grid.permute(0, 3, 1, 2).contiguous()
+        x = grid.permute(0, 3, 1, 2).float().contiguous()
         outputs = []
-        for conv in self.convs:
-            # Padding cells are zeroed after every layer, so what a sentence gets
-            # does not depend on how long the other sentences in its batch are.
-            x = F.gelu(conv(x)) * mask
-            outputs.append(x)
+        # float32 under mixed precision too: depthwise convolutions are memory-bound, and
+        # their half-precision kernels are not the fast ones on every GPU.
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            for conv in self.convs:
+                # Padding cells are zeroed after every layer, so what a sentence gets
+                # does not depend on how long the other sentences in its batch are.
+                x = F.gelu(conv(x)) * mask
+                outputs.append(x)
         return torch.cat(outputs, dim=1).permute(0, 2, 3, 1)
 
 
@@ -186,6 +192,7 @@ class CoPredictor(nn.Module):
             lambda rows: self.cell_output(self.dropout(F.gelu(self.cell_hidden(self.dropout(grid[:, rows]))))),
             batch,
             length,
+            grid.device,
         )
         return pair_scores + cell_scores
 
@@ -232,10 +239,13 @@ class GridNetwork(nn.Module):
         return self.co_predictor(words, grid).float()
 
     def encode_words(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
-        packed = pack_padded_sequence(vectors, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed = pack_padded_sequence(vectors.float(), lengths.cpu(), batch_first=True, enforce_sorted=False)
         # Thinc's optimizer gives the weights new storage after each update; cuDNN wants them
         # in one block (else it copies them on every call, with a warning). No-op on a CPU.
         self.lstm.flatten_parameters()
-        encoded, _ = self.lstm(packed)
+        # float32 under mixed precision too: a small share of the work, and cuDNN's LSTM is
+        # not half-precision everywhere (a fallback would be many small kernels).
+        with torch.autocast(device_type=vectors.device.type, enabled=False):
+            encoded, _ = self.lstm(packed)
         words, _ = pad_packed_sequence(encoded, batch_first=True, total_length=length)
         return words

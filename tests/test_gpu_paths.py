@@ -77,3 +77,36 @@ def test_lstm_weights_stay_in_one_block_after_an_optimizer_step():
         parameter.data = parameter.data.clone()  # what Thinc's finish_update does
     network(torch.randn(2, 3, 8), torch.tensor([3, 2]))
     assert calls == [1]
+
+
+def _predictions(nlp, texts):
+    from spacy_w2ner import get_entities
+
+    return [[(e.label, e.tokens, round(e.score, 5)) for e in get_entities(doc)] for doc in nlp.pipe(texts)]
+
+
+def test_grids_padded_to_a_multiple_of_8_predict_and_train_the_same(trained_nlp, monkeypatch):
+    # On a GPU grid sides are rounded up to a multiple of 8 (fewer distinct shapes); the
+    # padding is masked, so entities, scores and the loss do not change.
+    import torch
+
+    from spacy_w2ner import model as model_module
+
+    from .conftest import TRAIN_DATA
+
+    texts = [text for text, _ in TRAIN_DATA] + ["Pain .", "Severe pain in the lower back and legs after a month ."]
+    examples = make_examples(trained_nlp)
+    pipe = trained_nlp.get_pipe("w2ner")
+    network = pipe.model.get_ref("grid_scorer").layers[0].shims[0]._model
+    for module in network.modules():  # no dropout: the two passes must see the same network
+        if isinstance(module, torch.nn.Dropout):
+            monkeypatch.setattr(module, "p", 0.0)
+    monkeypatch.setattr(network.grid_builder, "dropout", 0.0)
+    outputs, _ = pipe.model.begin_update([example.predicted for example in examples])
+    unpadded = (_predictions(trained_nlp, texts), pipe.get_loss(examples, outputs)[0])
+    monkeypatch.setattr(model_module, "grid_length_multiple", lambda ops: 8)
+    outputs, _ = pipe.model.begin_update([example.predicted for example in examples])
+    assert all(batch.logits.shape[1] % 8 == 0 for batch in outputs)
+    padded = (_predictions(trained_nlp, texts), pipe.get_loss(examples, outputs)[0])
+    assert padded[0] == unpadded[0] and any(padded[0])
+    assert abs(padded[1] - unpadded[1]) < 1e-6
