@@ -49,6 +49,7 @@ setup(
         ],
         "spacy_misc": [
             "spacy_w2ner.bundled_encoder_path.v1 = spacy_w2ner.encoders:bundled_encoder_path",
+            "spacy_w2ner.encoder_path.v1 = spacy_w2ner.assets:encoder_path",
         ],
     },
     classifiers=[

@@ -6,6 +6,7 @@ scorer, the corpus readers (``spacy_w2ner.W2NERJsonCorpus.v1``, ``DaiCorpus.v1``
 ``ConllCorpus.v1``, ``BmesCorpus.v1``, ``BratCorpus.v1``) and helpers; torch
 modules are only built when a model is initialized.
 """
+from .assets import encoder_path
 from .component import W2NER, make_w2ner
 from .encoders import bundled_encoder_path
 from .entities import Entity, get_entities, set_entities
@@ -24,6 +25,7 @@ __all__ = [
     "score_entities",
     "build_w2ner_model",
     "bundled_encoder_path",
+    "encoder_path",
     "make_w2ner",
     "reduce_max_with_empty",
 ]

