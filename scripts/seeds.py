@@ -1,0 +1,97 @@
+"""Train a recipe with several seeds, evaluate each on test, and write the mean and spread.
+
+    python scripts/seeds.py NAME --seeds 1 2 3 --test TEST.spacy [--score w2ner_f] \\
+        -- python -m spacy train CONFIG --paths.train T.spacy --paths.dev D.spacy [...]
+
+Each seed trains with ``--system.seed SEED --output training/seeds/NAME-seedSEED`` added to
+the command, then ``spacy evaluate`` scores its model-best (selected on dev) on the test set:
+``project/results/NAME-seedSEED.json`` holds those scores with the seed, the command and the
+training time. ``project/results/NAME-seeds.json`` holds the mean, standard deviation, minimum
+and maximum of the main score and its P/R (and discontinuous/overlapping F where there are
+any) over the seeds that are there, so a figure in the README is a mean with its spread.
+A seed whose JSON exists is not trained again (``--force`` retrains).
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "project" / "results"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", help="results are project/results/NAME-seedN.json and NAME-seeds.json")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--test", required=True, help="the test set (.spacy)")
+    parser.add_argument("--score", default="w2ner_f", help="the main score's key in spacy evaluate's JSON")
+    parser.add_argument("--gpu-id", type=int, default=-1)
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the spacy train command")
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the training command after --")
+    for seed in args.seeds:
+        path = RESULTS / f"{args.name}-seed{seed}.json"
+        if path.exists() and not args.force:
+            print(f"{path.relative_to(ROOT)} is there; --force trains seed {seed} again", flush=True)
+            continue
+        train_and_evaluate(args, command, seed, path)
+    summary = summarize(args.name, args.score)
+    print(json.dumps(summary, indent=1))
+
+
+def train_and_evaluate(args, command, seed: int, path: Path) -> None:
+    output = ROOT / "training" / "seeds" / f"{args.name}-seed{seed}"
+    train = command + ["--system.seed", str(seed), "--output", str(output), "--gpu-id", str(args.gpu_id)]
+    print(f"== seed {seed}: {' '.join(train)}", flush=True)
+    start = time.perf_counter()
+    subprocess.run(train, check=True)
+    seconds = time.perf_counter() - start
+    scores = path.with_suffix(".evaluate.json")
+    subprocess.run(
+        [sys.executable, "-m", "spacy", "evaluate", str(output / "model-best"), args.test,
+         "--output", str(scores), "--gpu-id", str(args.gpu_id)],
+        check=True,
+    )  # fmt: skip
+    result = json.loads(scores.read_text(encoding="utf8"))
+    scores.unlink()
+    meta = json.loads((output / "model-best" / "meta.json").read_text(encoding="utf8"))
+    result.update(
+        seed=seed,
+        score_key=args.score,
+        dev_score=meta.get("performance", {}).get(args.score),
+        train_seconds=round(seconds, 1),
+        command=" ".join(train),
+        test_set=args.test,
+    )
+    path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
+
+
+def summarize(name: str, score: str) -> dict:
+    runs = [json.loads(p.read_text(encoding="utf8")) for p in sorted(RESULTS.glob(f"{name}-seed*.json"))]
+    prefix = score[: -len("_f")] if score.endswith("_f") else score
+    keys = [score, f"{prefix}_p", f"{prefix}_r", f"{prefix}_discontinuous_f", f"{prefix}_overlapping_f"]
+    summary = {"name": name, "score": score, "seeds": [run["seed"] for run in runs]}
+    for key in keys:
+        values = [100 * run[key] for run in runs if isinstance(run.get(key), (int, float))]
+        if values:
+            summary[key] = {
+                "mean": round(statistics.mean(values), 2),
+                "std": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0,
+                "min": round(min(values), 2),
+                "max": round(max(values), 2),
+                "per_seed": [round(v, 2) for v in values],
+            }
+    summary["train_seconds_mean"] = round(statistics.mean(run["train_seconds"] for run in runs), 1) if runs else None
+    (RESULTS / f"{name}-seeds.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf8")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
