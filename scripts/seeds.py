@@ -24,18 +24,21 @@ RESULTS = ROOT / "project" / "results"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, usage="%(prog)s NAME [options] -- COMMAND"
+    )
     parser.add_argument("name", help="results are project/results/NAME-seedN.json and NAME-seeds.json")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--test", required=True, help="the test set (.spacy)")
     parser.add_argument("--score", default="w2ner_f", help="the main score's key in spacy evaluate's JSON")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--force", action="store_true")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the spacy train command")
-    args = parser.parse_args()
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
+    argv = sys.argv[1:]
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
         parser.error("give the training command after --")
+    split = argv.index("--")
+    args = parser.parse_args(argv[:split])
+    command = argv[split + 1 :]
     for seed in args.seeds:
         path = RESULTS / f"{args.name}-seed{seed}.json"
         if path.exists() and not args.force:
