@@ -1,6 +1,7 @@
 """`spacy package` builds a wheel of a project pipeline that installs offline, sets sentence
 boundaries before w2ner, and annotates discontinuous entities."""
 import json
+import site
 import subprocess
 import sys
 import venv
@@ -34,6 +35,24 @@ def run(*args, **kwargs):
     return result.stdout
 
 
+def fresh_environment_seeing_installed_libraries(path: Path) -> Path:
+    """A new virtual environment (its own site-packages) that also sees the libraries of the
+    environment running the tests, whatever that is: a virtual or conda environment or a system
+    Python. ``system_site_packages`` would not do: from inside a virtual environment it shows
+    the base interpreter's packages, not the virtual environment's. The running interpreter's
+    site directories are added with ``site.addsitedir``, which also reads their ``.pth`` files
+    (editable installs)."""
+    venv.create(path, with_pip=True)
+    python = path / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    own_site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    if site.ENABLE_USER_SITE and Path(site.getusersitepackages()).is_dir():
+        parents.append(site.getusersitepackages())
+    lines = "".join(f"site.addsitedir({p!r}); " for p in parents)
+    (own_site / "_tested_environment.pth").write_text(f"import site; {lines}\n", encoding="utf8")
+    return python
+
+
 def test_packaged_project_pipeline_installs_offline_and_annotates_by_sentence(tmp_path):
     config = spacy.util.load_config(CNN_CONFIG, overrides=SMALL, interpolate=True)
     nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
@@ -48,9 +67,9 @@ def test_packaged_project_pipeline_installs_offline_and_annotates_by_sentence(tm
     run(sys.executable, "-m", "spacy", "package", tmp_path / "model", tmp_path / "packages",
         "--name", "w2ner_test", "--version", "0.0.1", "--build", "wheel", "--force")
     wheel = next((tmp_path / "packages").glob("*/dist/*.whl"))
-    # A fresh environment that sees the installed libraries (offline), but not the pipeline.
-    venv.create(tmp_path / "env", system_site_packages=True, with_pip=True)
-    python = tmp_path / "env" / "bin" / "python"
+    python = fresh_environment_seeing_installed_libraries(tmp_path / "env")
+    missing = subprocess.run([str(python), "-c", "import en_w2ner_test"], capture_output=True, text=True, cwd=tmp_path)
+    assert "No module named 'en_w2ner_test'" in missing.stderr  # the pipeline is not there before
     # Offline: --no-index; the requirements are checked against what is installed.
     run(python, "-m", "pip", "install", "--no-index", "--no-deps", "-q", wheel)
     requirements = run(python, "-c", (
