@@ -1,13 +1,16 @@
 """spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy with W2NER."""
+import re
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).parent
+# One place for the version: the package's __version__.
+VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "spacy_w2ner" / "__init__.py").read_text(encoding="utf8"), re.M).group(1)
 
 setup(
     name="spacy-w2ner",
-    version="0.1.0",
+    version=VERSION,
     description=(
         "Unified named entity recognition (flat, nested and discontinuous) for spaCy, "
         "with the W2NER word-word relation grid model"

@@ -171,8 +171,6 @@ class W2NER(TrainablePipe):
         threshold: float = 0.0,
         scorer: Optional[Callable] = score_entities,
     ) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be between 0 and 1, got {threshold}")
         if learn_rate_scale <= 0:
             raise ValueError(f"learn_rate_scale must be positive, got {learn_rate_scale}")
         if max_paths_per_edge < 1:
@@ -190,6 +188,17 @@ class W2NER(TrainablePipe):
         self.cfg: Dict[str, object] = {"labels": []}
         # Running totals of the causes in CAUSES; each is warned about once.
         self.warning_counts: Counter = Counter()
+
+    @property
+    def threshold(self) -> float:
+        """Entities scoring below it are not written (0.0 keeps every entity)."""
+        return self._threshold
+
+    @threshold.setter
+    def threshold(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"threshold must be between 0 and 1, got {value!r}")
+        self._threshold = float(value)
 
     # Labels -------------------------------------------------------------------
 
@@ -384,6 +393,19 @@ class W2NER(TrainablePipe):
             dims = legacy_grid_scorer_dims(self.model, model_bytes())
         build_for_loading(self.model, dims)
         self.cfg.update(dims)
+
+
+def w2ner_components(nlp: Language) -> List[Tuple[str, "W2NER"]]:
+    """The pipeline's w2ner components (made by the ``w2ner`` factory), in pipeline order."""
+    return [(name, pipe) for name, pipe in nlp.pipeline if nlp.get_pipe_meta(name).factory == "w2ner"]
+
+
+def first_w2ner(nlp: Language) -> Tuple[str, "W2NER"]:
+    """The pipeline's first w2ner component (name, component); ValueError naming the components if none."""
+    found = w2ner_components(nlp)
+    if not found:
+        raise ValueError(f"the pipeline has no w2ner component (its components: {', '.join(nlp.pipe_names) or 'none'})")
+    return found[0]
 
 
 class _ScaledOptimizer:
