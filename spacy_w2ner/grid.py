@@ -8,21 +8,26 @@ A sentence of n words gets an n x n grid of relation ids:
 * ``THW`` (2 + label id), lower triangle or diagonal: cell (tail, head) closes an
   entity of that label; the diagonal marks one-word entities.
 
+``gold_cells`` is the one definition of the gold grid of a set of entities (which cells,
+which entity keeps a THW cell that two labels claim): training's targets, the converters'
+conflict counts and the grid picture's gold outlines all read it, so they cannot disagree.
+
 Decoding follows the paper: every NNW path from a head to a tail that a THW cell
 links is an entity. The number of paths per THW cell is capped, so a badly
 trained grid cannot make decoding explode in time or memory.
 """
 from dataclasses import dataclass
 from itertools import chain
-from typing import Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from .entities import Entity, TokenIndices
+from .entities import Entity, Label, TokenIndices
 
 NONE = 0
 NNW = 1
 THW_OFFSET = 2
+Cell = Tuple[int, int]  # (row, column)
 
 
 def n_relations(n_labels: int) -> int:
@@ -36,46 +41,60 @@ class DecodeResult:
     truncated_edges: int  # THW cells whose paths were cut at the cap
 
 
-def encode_grid(entities: Iterable[Entity], length: int) -> Tuple[np.ndarray, int]:
-    """Write entities (labels are label ids, tokens sorted word indices) into a relation grid.
+class GoldCells(NamedTuple):
+    """The gold grid of a set of entities, as cells: what training is taught."""
 
-    Returns the grid (int64, length x length) and the number of THW conflicts:
-    entities whose (tail, head) cell already holds another label. The first entity
-    to claim a cell keeps it; the others cannot be represented on the grid, and the
-    count lets callers report them.
+    relations: Dict[Cell, int]  # (row, column) -> relation id: NNW links and THW cells
+    thw_conflicts: int  # entities whose THW cell another label claimed first
+
+
+def gold_cells(entities: Iterable[Entity], length: Optional[int] = None) -> GoldCells:
+    """The NNW and THW cells of entities (labels are label ids, tokens sorted word indices).
+
+    The one definition of a gold grid: training (``encode_grid``), the conflict counts of
+    the converters (``thw_conflicts``) and the grid picture's outlines all read it. Only one
+    label fits a (tail, head) cell: the first entity to claim it keeps it, and each later
+    entity of another label there is a THW conflict (it cannot be represented). With
+    ``length``, tokens outside a grid of that many words raise ValueError.
     """
-    grid = np.zeros((length, length), dtype=np.int64)
+    relations: Dict[Cell, int] = {}
     conflicts = 0
     for entity in entities:
         tokens = list(entity.tokens)
         if not tokens:
             raise ValueError("An entity must have at least one token")
-        if tokens[0] < 0 or tokens[-1] >= length:
+        if tokens[0] < 0 or (length is not None and tokens[-1] >= length):
             raise ValueError(f"Entity tokens {tokens} fall outside a grid of {length} words")
-        if len(tokens) > 1:
-            grid[tokens[:-1], tokens[1:]] = NNW
-        tail, head = tokens[-1], tokens[0]
+        relations.update(dict.fromkeys(zip(tokens, tokens[1:]), NNW))
         relation = THW_OFFSET + entity.label
-        if grid[tail, head] not in (NONE, relation):
+        if relations.setdefault((tokens[-1], tokens[0]), relation) != relation:
             conflicts += 1
-        else:
-            grid[tail, head] = relation
-    return grid, conflicts
+    return GoldCells(relations, conflicts)
+
+
+def encode_grid(entities: Iterable[Entity], length: int) -> Tuple[np.ndarray, int]:
+    """Write entities (labels are label ids, tokens sorted word indices) into a relation grid.
+
+    Returns the grid (int64, length x length) of ``gold_cells`` and its number of THW
+    conflicts, which lets callers report the entities the grid leaves out.
+    """
+    gold = gold_cells(entities, length)
+    grid = np.zeros((length, length), dtype=np.int64)
+    if gold.relations:
+        rows, columns = zip(*gold.relations)
+        grid[rows, columns] = list(gold.relations.values())
+    return grid, gold.thw_conflicts
 
 
 def thw_conflicts(entities: Iterable[Entity]) -> int:
     """How many entities share their head and tail word with an entity of another label.
 
     Only one label fits a (tail, head) cell, so all but one of them cannot be learned
-    or predicted. Labels may be names or ids.
+    or predicted. Labels may be names or ids (they are numbered in order of appearance).
     """
-    first_label = {}
-    conflicts = 0
-    for entity in entities:
-        cell = (entity.tokens[-1], entity.tokens[0])
-        if first_label.setdefault(cell, entity.label) != entity.label:
-            conflicts += 1
-    return conflicts
+    label_ids: Dict[Label, int] = {}
+    numbered = [entity.with_label(label_ids.setdefault(entity.label, len(label_ids))) for entity in entities]
+    return gold_cells(numbered).thw_conflicts
 
 
 def reachability(nnw: np.ndarray) -> np.ndarray:

@@ -425,3 +425,20 @@ def test_thw_conflicts_counts_what_encode_grid_leaves_out():
     named = [Entity("ADR", (A, C)), Entity("DRUG", (A, B, C))]
     assert thw_conflicts(named) == 1
     assert thw_conflicts([]) == 0
+
+
+def test_gold_cells_are_the_grid_encode_grid_writes():
+    from spacy_w2ner.entities import Entity
+    from spacy_w2ner.grid import gold_cells
+
+    entities = [Entity(1, (A, C)), Entity(0, (A, B, C)), Entity(1, (A, D)), Entity(1, (A, B, D)), Entity(0, (E,))]
+    cells, conflicts = gold_cells(entities, 5)
+    assert conflicts == 1  # (A, B, C) of label 0: label 1 claimed (C, A) first
+    assert cells == {(C, A): THW_OFFSET + 1, (A, B): NNW, (B, C): NNW, (D, A): THW_OFFSET + 1, (B, D): NNW,
+                     (A, C): NNW, (A, D): NNW, (E, E): THW_OFFSET}
+    grid, encoded_conflicts = encode_grid(entities, 5)
+    assert encoded_conflicts == conflicts
+    assert {(i, j): grid[i, j] for i, j in zip(*np.nonzero(grid))} == cells
+    assert gold_cells([Entity(0, (A, 7))]).relations == {(A, 7): NNW, (7, A): THW_OFFSET}  # no length, no bound
+    with pytest.raises(ValueError, match="outside a grid of 5 words"):
+        gold_cells([Entity(0, (A, 7))], 5)
