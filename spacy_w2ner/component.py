@@ -7,21 +7,21 @@ training, gold entities become grid targets (``targets.py``).
 """
 import warnings
 from collections import Counter
-from itertools import islice
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import srsly
 from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc, Span
-from spacy.training import Example, validate_examples
+from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats4d
 
 from .entities import Entity, flat_entities, get_entities, set_entities, without_edge_whitespace
 from .grid import n_relations
+from .memory import release_freed_memory
 from .model import (
     GridBatch,
     build_for_loading,
@@ -237,28 +237,41 @@ class W2NER(TrainablePipe):
         nlp: Optional[Language] = None,
         labels: Optional[Sequence[str]] = None,
     ) -> None:
-        """Set the labels (given, or read from the examples) and build the model."""
+        """Set the labels (given, or read from the examples) and build the model.
+
+        The examples are read as a stream, keeping nothing but their labels and the first
+        ten as the model's sample (as spaCy's spancat does), so a large corpus is never held
+        whole; spaCy then checks them (``validate_get_examples``, a second pass).
+        """
         if not callable(get_examples):
             raise TypeError(f"'{self.name}'.initialize needs a callable get_examples")
-        examples = list(get_examples())
         if labels is not None:
             for label in labels:
                 self.add_label(label)
-        else:
-            for example in examples:
-                for entity in get_entities(example.reference, self.spans_key):
-                    self.add_label(entity.label)
+        sample = self._read_examples(get_examples, read_labels=labels is None)
         if not self.labels:
             raise ValueError(
                 f"Cannot initialize '{self.name}': it has no labels. Provide training "
                 f"examples with entities in doc.spans['{self.spans_key}'], or the labels "
                 f"([initialize.components.{self.name}.labels], e.g. from `spacy init labels`)."
             )
-        validate_examples(examples, f"{type(self).__name__}.initialize")
+        if sample:  # no examples (labels given): nothing to check, and spaCy would call that invalid
+            validate_get_examples(get_examples, f"{type(self).__name__}.initialize")
         self._grid_scorer.set_dim("nO", n_relations(len(self.labels)), force=True)
-        sample = [example.predicted for example in islice(examples, 10)]
-        self.model.initialize(X=sample or None)
+        self.model.initialize(X=[example.predicted for example in sample] or None)
         self.cfg.update(grid_scorer_dims(self.model))
+
+    def _read_examples(self, get_examples: Callable[[], Iterable[Example]], read_labels: bool) -> List[Example]:
+        """One pass over the examples: their labels added in order of appearance (when
+        ``read_labels``); the first ten returned, the others let go."""
+        sample: List[Example] = []
+        for example in get_examples():
+            if read_labels:
+                for entity in get_entities(example.reference, self.spans_key):
+                    self.add_label(entity.label)
+            if len(sample) < 10:
+                sample.append(example)
+        return sample
 
     # Prediction ---------------------------------------------------------------
 
@@ -277,6 +290,14 @@ class W2NER(TrainablePipe):
             [entity.with_label(self.labels[entity.label]) for entity in without_edge_whitespace(entities, doc)]
             for doc, entities in zip(docs, found)
         ]
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """spaCy's ``TrainablePipe.pipe``, giving the memory each batch freed back to the system
+        (``memory.py``) in whichever process runs the model."""
+        for count, doc in enumerate(super().pipe(stream, batch_size=batch_size), start=1):
+            yield doc
+            if count % batch_size == 0:
+                release_freed_memory()
 
     def set_annotations(self, docs: Iterable[Doc], predictions: List[List[Entity]]) -> None:
         for doc, entities in zip(docs, predictions):

@@ -7,9 +7,10 @@ import pytest
 import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
+from spacy.training import Example
 from spacy.util import registry
 
-from spacy_w2ner import get_entities
+from spacy_w2ner import get_entities, set_entities
 
 from .conftest import SMALL_W2NER_CONFIG, TRAIN_DATA, make_examples, train
 
@@ -179,8 +180,40 @@ def test_initialize_with_labels_and_no_examples():
     nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
     nlp.config["initialize"]["components"]["w2ner"] = {"labels": ["A", "B"]}
     nlp.initialize()
-    assert nlp.get_pipe("w2ner").labels == ("A", "B")
-    assert entity_keys(nlp("some text")) is not None
+    pipe = nlp.get_pipe("w2ner")
+    assert pipe.labels == ("A", "B")
+    assert pipe.cfg["nO"] == 4  # NONE, NNW and one THW relation per label
+    doc = nlp("some text")
+    assert "w2ner" in doc.spans and {label for label, _ in entity_keys(doc)} <= {"A", "B"}
+
+
+def test_initialize_streams_the_examples():
+    """A corpus is read as a stream: initialize holds a handful of examples at a time, not all
+    of them, and still finds a label that only the last example has."""
+    class CountedExample(Example):
+        alive = peak = 0
+
+        def __init__(self, *args):
+            super().__init__(*args)
+            CountedExample.alive += 1
+            CountedExample.peak = max(CountedExample.peak, CountedExample.alive)
+
+        def __del__(self):
+            CountedExample.alive -= 1
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    n_examples = 20_000
+
+    def get_examples():
+        for i in range(n_examples):
+            reference = nlp.make_doc("Pain in knees .")
+            set_entities(reference, [("RARE" if i == n_examples - 1 else "SYM", (0,), None)])
+            yield CountedExample(nlp.make_doc("Pain in knees ."), reference)
+
+    nlp.initialize(get_examples)
+    assert nlp.get_pipe("w2ner").labels == ("SYM", "RARE")
+    assert CountedExample.peak <= 12  # the model's sample of ten, and the one being read
 
 
 def test_label_data_and_add_label_after_init(trained_nlp):

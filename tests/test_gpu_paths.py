@@ -1,10 +1,11 @@
 """GPU code paths that can be checked on a CPU: the grad scaler setting and mixed precision."""
 import copy
 
+import numpy as np
 import pytest
 import spacy
 
-from spacy_w2ner.model import grad_scaler_settings
+from spacy_w2ner.model import grad_scaler_settings, grid_probabilities
 
 from .conftest import SMALL_W2NER_CONFIG, make_examples
 
@@ -26,20 +27,32 @@ def test_grad_scaler_config_wins():
     assert config == {"enabled": False, "init_scale": 1024.0}  # not modified
 
 
-def test_mixed_precision_config_trains_on_a_cpu():
-    # The GPU config's mixed_precision = true must not break a CPU run (the scaler only
-    # works on CUDA tensors; before, enabling it would raise on the first update).
+def _trained_three_steps(mixed_precision):
     config = copy.deepcopy(SMALL_W2NER_CONFIG)
-    config["model"]["mixed_precision"] = True
+    config["model"]["mixed_precision"] = mixed_precision
     nlp = spacy.blank("en")
     nlp.add_pipe("w2ner", config=config)
     examples = make_examples(nlp)
+    spacy.util.fix_random_seed(0)
     optimizer = nlp.initialize(lambda: examples)
-    losses = {}
-    for _ in range(3):
-        nlp.update(examples, sgd=optimizer, losses=losses)
-    assert losses["w2ner"] > 0
-    assert nlp("She had pain in her knees .").spans["w2ner"] is not None
+    losses = [nlp.update(examples, sgd=optimizer, losses={})["w2ner"] for _ in range(3)]
+    return nlp, losses
+
+
+def test_mixed_precision_config_trains_on_a_cpu():
+    # The GPU config's mixed_precision = true must not break a CPU run (the scaler only
+    # works on CUDA tensors; before, enabling it would raise on the first update). On a CPU
+    # autocast does nothing: it trains and predicts exactly as in float32.
+    mixed, mixed_losses = _trained_three_steps(True)
+    plain, plain_losses = _trained_three_steps(False)
+    assert mixed_losses == plain_losses and mixed_losses[-1] > 0
+    assert np.array_equal(_sentence_grid(mixed), _sentence_grid(plain))
+
+
+def _sentence_grid(nlp):
+    """Every relation's probability on the grid of one sentence."""
+    [(_, probabilities)] = grid_probabilities(nlp.get_pipe("w2ner").model, [nlp.make_doc("She had pain in her knees .")])
+    return probabilities
 
 
 def test_dilated_convolutions_get_contiguous_channels_first_input():
@@ -90,7 +103,7 @@ def test_grids_padded_to_a_multiple_of_8_predict_and_train_the_same(trained_nlp,
     # padding is masked, so entities, scores and the loss do not change.
     import torch
 
-    from spacy_w2ner import model as model_module
+    from spacy_w2ner import grid_batches
 
     from .conftest import TRAIN_DATA
 
@@ -104,7 +117,7 @@ def test_grids_padded_to_a_multiple_of_8_predict_and_train_the_same(trained_nlp,
     monkeypatch.setattr(network.grid_builder, "dropout", 0.0)
     outputs, _ = pipe.model.begin_update([example.predicted for example in examples])
     unpadded = (_predictions(trained_nlp, texts), pipe.get_loss(examples, outputs)[0])
-    monkeypatch.setattr(model_module, "grid_length_multiple", lambda ops: 8)
+    monkeypatch.setattr(grid_batches, "grid_length_multiple", lambda ops: 8)
     outputs, _ = pipe.model.begin_update([example.predicted for example in examples])
     assert all(batch.logits.shape[1] % 8 == 0 for batch in outputs)
     padded = (_predictions(trained_nlp, texts), pipe.get_loss(examples, outputs)[0])

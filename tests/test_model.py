@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from spacy.tokens import Doc
 from thinc.api import NumpyOps
 
-from spacy_w2ner.model import _add_unpadded, _all_word_vectors, _pad_segments, padding_rows
+from spacy_w2ner.padding import add_unpadded, all_word_vectors, pad_segments, padding_rows
 from spacy_w2ner.segments import batch_by_cells, segment_docs
 
 from .conftest import VOCAB
@@ -42,7 +42,7 @@ def test_padding_is_one_gather_equal_to_slice_copies_and_gradients_add_back(leng
     docs = make_docs(lengths, with_sentences)
     rng = np.random.default_rng(len(lengths))
     vectors = [rng.normal(size=(n, WIDTH)).astype("float32") if n else OPS.alloc2f(0, 0) for n in lengths]
-    words, first_rows = _all_word_vectors(OPS, vectors)
+    words, first_rows = all_word_vectors(OPS, vectors)
     assert list(first_rows) == [0, *np.cumsum(lengths)]
     # Windows of 8 overlapping by 3: a word can sit in two segments and get both gradients.
     segments = segment_docs(docs, 8, 3)
@@ -50,11 +50,11 @@ def test_padding_is_one_gather_equal_to_slice_copies_and_gradients_add_back(leng
     expected = [np.zeros((n, WIDTH), dtype="float32") for n in lengths]
     for batch in batch_by_cells(segments, max_cells):
         rows = padding_rows(batch, first_rows)
-        padded, batch_lengths = _pad_segments(OPS, words, batch, rows)
+        padded, batch_lengths = pad_segments(OPS, words, batch, rows)
         assert np.array_equal(padded, looped_padding(vectors, batch))
         assert list(batch_lengths) == [segment.length for segment in batch]
         d_padded = rng.normal(size=padded.shape).astype("float32")
-        _add_unpadded(OPS, d_words, d_padded, rows)
+        add_unpadded(OPS, d_words, d_padded, rows)
         for k, segment in enumerate(batch):
             expected[segment.doc_index][segment.start : segment.end] += d_padded[k, : segment.length]
     for doc_index, (a, b) in enumerate(zip(first_rows[:-1], first_rows[1:])):
@@ -63,5 +63,5 @@ def test_padding_is_one_gather_equal_to_slice_copies_and_gradients_add_back(leng
 
 def test_one_doc_is_not_copied():
     vectors = [np.ones((4, WIDTH), dtype="float32")]
-    words, first_rows = _all_word_vectors(OPS, vectors)
+    words, first_rows = all_word_vectors(OPS, vectors)
     assert words is vectors[0] and list(first_rows) == [0, 4]

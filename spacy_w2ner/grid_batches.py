@@ -1,0 +1,55 @@
+"""Docs to scored grid batches: the one loop that training, prediction and pictures share.
+
+docs -> word vectors (tok2vec) -> segments (sentences or windows, ``segments.py``) ->
+batches bounded by grid cells -> padded (``padding.py``) -> the grid scorer's logits
+(``grid_layer.py``), (segments, longest, longest, relations) per batch. Batches are
+scored one at a time, as they are consumed, and each consumer reduces the logits its
+own way: training keeps them with their backprop (``model.py``), prediction reduces
+them on their device to argmax and confidence (``predictions.HostGrids``), pictures to
+every relation's probability (``predictions.grid_probabilities``).
+"""
+from typing import Any, Callable, Iterator, List, NamedTuple, Sequence, Tuple
+
+import numpy as np
+from spacy.tokens import Doc
+from thinc.api import Model
+from thinc.types import Floats2d
+
+from .padding import PaddingRows, all_word_vectors, grid_length_multiple, pad_segments, padding_rows
+from .segments import Segment, batch_by_cells, segment_docs
+
+
+class WordVectors(NamedTuple):
+    """Every doc's word vectors in one array, each doc's first row in it (and the end),
+    and tok2vec's backprop (which takes one gradient array per doc)."""
+
+    words: Floats2d
+    first_rows: np.ndarray
+    backprop: Callable
+
+
+class ScoredBatch(NamedTuple):
+    """A batch of segments, the rows that padded it, the grid scorer's logits and their backprop."""
+
+    segments: List[Segment]
+    rows: PaddingRows
+    logits: Any
+    backprop: Callable
+
+
+def score_docs(model: Model, docs: Sequence[Doc], is_train: bool) -> Tuple[WordVectors, Iterator[ScoredBatch]]:
+    """The docs' word vectors (computed now) and their scored batches (scored as consumed)."""
+    vectors, backprop = model.get_ref("tok2vec")(docs, is_train)
+    words = WordVectors(*all_word_vectors(model.ops, vectors), backprop)
+    return words, _scored_batches(model, docs, words, is_train)
+
+
+def _scored_batches(model: Model, docs: Sequence[Doc], words: WordVectors, is_train: bool) -> Iterator[ScoredBatch]:
+    grid_scorer = model.get_ref("grid_scorer")
+    segments = segment_docs(docs, model.attrs["max_window"], model.attrs["window_overlap"])
+    multiple = grid_length_multiple(model.ops)
+    for batch in batch_by_cells(segments, model.attrs["max_grid_cells"]):
+        rows = padding_rows(batch, words.first_rows, multiple)
+        padded, lengths = pad_segments(model.ops, words.words, batch, rows)
+        logits, backprop = grid_scorer((padded, lengths), is_train)
+        yield ScoredBatch(batch, rows, logits, backprop)

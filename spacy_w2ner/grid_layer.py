@@ -1,0 +1,169 @@
+"""The grid scorer: the torch grid network (``network.py``) as a Thinc layer.
+
+``grid_scorer_layer`` makes the Thinc node at config time, with no torch module: its
+dims (``nI``, the word vector width from tok2vec; ``nO``, the number of relations from
+the component's labels) are only known at ``initialize``. ``build_grid_scorer`` then
+wraps a ``GridNetwork`` for those dims, once. A saved pipeline's weights can only load
+into a built module, so the component keeps the dims in its cfg (``grid_scorer_dims``)
+and builds the module from them before loading (``build_for_loading``); pipelines saved
+by 0.1.0 kept them in the model bytes only (``legacy_grid_scorer_dims``).
+
+The layer takes padded word vectors and their lengths (``padding.py``) and gives
+logits (segments, longest, longest, relations): Thinc arrays in training, the torch
+tensor itself when predicting (``predictions.HostGrids`` reduces it on its device).
+"""
+import os
+from typing import Any, Dict, Optional, Tuple
+
+from thinc.api import Model
+from thinc.types import ArgsKwargs, Floats3d, Ints1d
+
+GRID_SCORER_NAME = "w2ner_grid_scorer"
+
+
+def grid_scorer_layer(
+    nO: Optional[int],
+    hyper: Dict[str, Any],
+    mixed_precision: bool,
+    mixed_precision_dtype: str,
+    grad_scaler_config: dict,
+) -> Model:
+    """The grid scorer's Thinc node; its torch module is built at initialize (``build_grid_scorer``)."""
+    return Model(
+        GRID_SCORER_NAME,
+        _grid_scorer_forward,
+        dims={"nI": None, "nO": nO},
+        attrs={
+            "hyper": hyper,
+            "mixed_precision": mixed_precision,
+            "mixed_precision_dtype": mixed_precision_dtype,
+            "grad_scaler_config": dict(grad_scaler_config),
+        },
+    )
+
+
+def _grid_scorer_forward(model: Model, X: Tuple[Floats3d, Ints1d], is_train: bool):
+    if not model.layers:
+        raise ValueError("The w2ner grid scorer was used before initialization")
+    return model.layers[0](X, is_train)
+
+
+def build_grid_scorer(grid_scorer: Model) -> None:
+    """Create the torch module for the grid scorer's dims, once."""
+    if grid_scorer.layers:
+        return
+    from thinc.api import PyTorchGradScaler, PyTorchWrapper_v2, get_torch_default_device
+
+    from .network import GridNetwork
+
+    _single_threaded_torch_in_forked_children()
+    from .shims import fuse_updates
+
+    attrs = grid_scorer.attrs
+    module = GridNetwork(grid_scorer.get_dim("nI"), grid_scorer.get_dim("nO"), **attrs["hyper"])
+    scaler = grad_scaler_settings(
+        attrs["grad_scaler_config"],
+        attrs["mixed_precision"],
+        get_torch_default_device().type,
+        attrs.get("mixed_precision_dtype", "float16"),
+    )
+    wrapper = PyTorchWrapper_v2(
+        module,
+        convert_inputs=_convert_padded_inputs,
+        convert_outputs=_convert_outputs,
+        mixed_precision=attrs["mixed_precision"],
+        grad_scaler=PyTorchGradScaler(**scaler),
+    )
+    fuse_updates(wrapper.shims[0], attrs.get("mixed_precision_dtype", "float16"))
+    grid_scorer.layers.append(wrapper)  # Thinc: "you can append to it to add layers"
+
+
+def grad_scaler_settings(
+    config: dict, mixed_precision: bool, device_type: str, dtype: str = "float16"
+) -> dict:
+    """The grad scaler's settings: on by default when mixed precision trains on CUDA in float16.
+
+    Without loss scaling, float16 gradients of small losses underflow to zero; bfloat16
+    has float32's range and needs none. Thinc's scaler only works on CUDA tensors, and
+    autocast does nothing elsewhere, so on a CPU it stays off. ``enabled`` in
+    ``grad_scaler_config`` wins, as in spacy-transformers.
+    """
+    settings = dict(config)
+    settings.setdefault("enabled", bool(mixed_precision) and device_type == "cuda" and dtype == "float16")
+    return settings
+
+
+_FORK_HOOK_REGISTERED = False
+
+
+def _single_threaded_torch_in_forked_children() -> None:
+    """Let forked workers (``nlp.pipe(n_process=...)``) run torch on one thread.
+
+    A child forked after torch used its OpenMP thread pool deadlocks in its first
+    parallel op; with one thread per child no pool is touched. The processes
+    already give the parallelism.
+    """
+    global _FORK_HOOK_REGISTERED
+    if _FORK_HOOK_REGISTERED or not hasattr(os, "register_at_fork"):
+        return
+    import torch
+
+    os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
+    _FORK_HOOK_REGISTERED = True
+
+
+def _convert_padded_inputs(model: Model, X: Tuple[Floats3d, Ints1d], is_train: bool):
+    from thinc.api import torch2xp, xp2torch
+    import torch
+
+    vectors, lengths = X
+    vectors_torch = xp2torch(vectors, requires_grad=is_train)
+    # On the host: the LSTM's packing reads them there (no copy back from the device).
+    lengths_torch = torch.as_tensor(model.ops.to_numpy(lengths), dtype=torch.int64)
+
+    def convert_back(d_inputs: ArgsKwargs) -> Floats3d:
+        return torch2xp(d_inputs.args[0])
+
+    return ArgsKwargs(args=(vectors_torch, lengths_torch), kwargs={}), convert_back
+
+
+def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
+    """Thinc's conversion of the logits in training; when predicting, the torch tensor itself
+    (``HostGrids`` reduces it on its device, with no round trip through CuPy)."""
+    from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
+
+    if is_train:
+        return convert_pytorch_default_outputs(model, inputs_outputs, is_train)
+    return inputs_outputs[1], _no_backprop
+
+
+def _no_backprop(d_outputs):
+    raise RuntimeError("the w2ner grid scorer has no backward pass when predicting")
+
+
+def grid_scorer_dims(model: Model) -> Dict[str, int]:
+    """The dims the torch module is built from (``nI``: word vector width, ``nO``: relations)."""
+    grid_scorer = model.get_ref("grid_scorer")
+    return {dim: grid_scorer.get_dim(dim) for dim in ("nI", "nO")}
+
+
+def build_for_loading(model: Model, dims: Dict[str, int]) -> None:
+    """Set the grid scorer's dims and build its torch module, so saved weights can load into it."""
+    grid_scorer = model.get_ref("grid_scorer")
+    for dim, value in dims.items():
+        grid_scorer.set_dim(dim, value, force=True)
+    build_grid_scorer(grid_scorer)
+
+
+def legacy_grid_scorer_dims(model: Model, model_bytes: bytes) -> Dict[str, int]:
+    """The grid scorer's dims stored inside the model bytes of a pipeline saved by 0.1.0.
+
+    Version 0.1.0 kept them in the model only; later versions keep them in the
+    component's cfg. Reads Thinc's serialized node list, for those pipelines alone.
+    """
+    import srsly
+
+    node_ids = [node.id for node in model.walk()]
+    index = node_ids.index(model.get_ref("grid_scorer").id)
+    dims = srsly.msgpack_loads(model_bytes)["nodes"][index]["dims"]
+    return {dim: dims[dim] for dim in ("nI", "nO")}

@@ -1,0 +1,31 @@
+"""Checks of the grid network's settings, run when the architecture is built.
+
+A bad setting (an odd ``lstm_size``, an empty ``dilations``, a dropout of 1) would
+otherwise surface deep inside torch at ``initialize``, or as a silently broken model;
+checked here, a bad config fails when the pipeline is created, with the setting named.
+"""
+from typing import Any, Dict
+
+SIZES = ("lstm_size", "dist_emb_size", "region_emb_size", "conv_size", "biaffine_size", "ffnn_size")
+DROPOUTS = ("input_dropout", "conv_dropout", "output_dropout")
+
+
+def validate_hyperparameters(hyper: Dict[str, Any]) -> None:
+    """ValueError naming the first setting of the grid network that cannot work."""
+    for name in SIZES:
+        check_positive_int(name, hyper[name])
+    if hyper["lstm_size"] % 2:
+        raise ValueError(f"lstm_size must be even (two LSTM directions), got {hyper['lstm_size']}")
+    dilations = hyper["dilations"]
+    if not dilations or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dilations):
+        raise ValueError(f"dilations must be a non-empty list of positive ints, got {dilations}")
+    for name in DROPOUTS:
+        value = hyper[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+
+
+def check_positive_int(name: str, value: Any) -> None:
+    """ValueError naming the setting unless ``value`` is an int of at least 1 (a bool is not)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
