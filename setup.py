@@ -44,11 +44,11 @@ setup(
         "spacy_scorers": ["spacy_w2ner.entity_scorer.v1 = spacy_w2ner.scorer:make_entity_scorer"],
         "thinc_layers": ["spacy_w2ner.reduce_max.v1 = spacy_w2ner.pooling:reduce_max_with_empty"],
         "spacy_readers": [
-            "spacy_w2ner.W2NERJsonCorpus.v1 = spacy_w2ner.readers:create_w2ner_json_corpus",
-            "spacy_w2ner.DaiCorpus.v1 = spacy_w2ner.readers:create_dai_corpus",
-            "spacy_w2ner.ConllCorpus.v1 = spacy_w2ner.readers:create_conll_corpus",
-            "spacy_w2ner.BmesCorpus.v1 = spacy_w2ner.readers:create_bmes_corpus",
-            "spacy_w2ner.BratCorpus.v1 = spacy_w2ner.readers:create_brat_corpus",
+            "spacy_w2ner.W2NERJsonCorpus.v1 = spacy_w2ner.formats.readers:create_w2ner_json_corpus",
+            "spacy_w2ner.DaiCorpus.v1 = spacy_w2ner.formats.readers:create_dai_corpus",
+            "spacy_w2ner.ConllCorpus.v1 = spacy_w2ner.formats.readers:create_conll_corpus",
+            "spacy_w2ner.BmesCorpus.v1 = spacy_w2ner.formats.readers:create_bmes_corpus",
+            "spacy_w2ner.BratCorpus.v1 = spacy_w2ner.formats.readers:create_brat_corpus",
         ],
         "spacy_misc": [
             "spacy_w2ner.bundled_encoder_path.v1 = spacy_w2ner.encoders:bundled_encoder_path",

@@ -5,7 +5,7 @@
 
 Every 10 s: documents written, VmRSS, and glibc's bytes in use (``mallinfo2``: uordblks +
 hblkhd) and heap size. A leak grows the bytes in use; a heap that keeps freed memory grows
-only the resident memory. ``--no-trim`` turns off ``release_freed_memory`` (annotate's
+only the resident memory. ``--no-trim`` turns off ``release_freed_memory`` (w2ner's
 ``malloc_trim`` after each batch) to compare.
 """
 import argparse
@@ -40,9 +40,10 @@ def main() -> None:
     import spacy
 
     import spacy_w2ner.annotate as annotate_module
+    import spacy_w2ner.component as component_module
 
     if args.no_trim:
-        annotate_module.release_freed_memory = lambda: None
+        component_module.release_freed_memory = lambda: None
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = MallInfo2
     nlp = spacy.load(args.model)

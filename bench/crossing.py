@@ -17,9 +17,9 @@ from pathlib import Path
 import spacy
 
 from spacy_w2ner import get_entities
+from spacy_w2ner.annotate import load_pipeline, sentence_setters
 
 ROOT = Path(__file__).resolve().parents[1]
-SENTENCE_SETTERS = ("sentencizer", "senter", "parser")
 
 
 def texts():
@@ -29,8 +29,7 @@ def texts():
 
 
 def count(nlp, text, with_sentences: bool) -> dict:
-    setters = [name for name in nlp.pipe_names if name in SENTENCE_SETTERS]
-    with nlp.select_pipes(disable=[] if with_sentences else setters):
+    with nlp.select_pipes(disable=[] if with_sentences else sentence_setters(nlp)):
         doc = nlp(text)
     reference = spacy.blank(nlp.lang).add_pipe("sentencizer")(nlp.make_doc(text))
     sentence_of = [token.sent.start for token in reference]
@@ -45,9 +44,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    nlp = spacy.load(args.model)
-    if not any(name in SENTENCE_SETTERS for name in nlp.pipe_names):
-        nlp.add_pipe("sentencizer", before="w2ner")
+    nlp = load_pipeline(args.model, sentencizer=True)  # the pipeline's own sentence setter, else spaCy's sentencizer
     results = {
         name: {"without sentence boundaries": count(nlp, text, False), "with": count(nlp, text, True)}
         for name, text in texts().items()

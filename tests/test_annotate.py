@@ -3,6 +3,7 @@ outputs, bad input, safe output and resume."""
 import gzip
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -182,44 +183,68 @@ def test_reading_streams_without_loading_the_whole_input(tmp_path):
 
 
 def test_freed_memory_goes_back_to_the_system_after_every_batch(tmp_path, model, monkeypatch):
-    """Resident memory follows what is in use, not glibc's heap (bench/README.md, annotate)."""
-    import spacy_w2ner.annotate as annotate_module
+    """Resident memory follows what is in use, not glibc's heap (bench/README.md, annotate): the
+    w2ner component trims after each batch, in whichever process runs it."""
+    import spacy_w2ner.component as component_module
+    from spacy_w2ner.memory import malloc_trim
 
-    assert annotate_module._malloc_trim() is not None  # glibc: the CI machines and this one
+    assert malloc_trim() is not None  # glibc: the CI machines and this one
     trims = []
-    monkeypatch.setattr(annotate_module, "release_freed_memory", lambda: trims.append(1))
+    monkeypatch.setattr(component_module, "release_freed_memory", lambda: trims.append(1))
     path = write(tmp_path, "docs.txt", "\n".join(TEXTS[i % len(TEXTS)] for i in range(10)))
     summary = quiet(model, path, tmp_path / "out.jsonl", batch_size=3)
     assert summary.written == 10 and len(trims) == 3  # after docs 3, 6 and 9
 
 
+def read_until(stream, text: str, seconds: float = 300) -> str:
+    """The first line of a process's stream that holds ``text`` (waiting for it, with a deadline)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        line = stream.readline() if ready else ""
+        if text in line:
+            return line
+        if ready and not line:
+            break  # the process ended
+    raise AssertionError(f"no line with {text!r} on the process's stream")
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_after_its_checkpoint(tmp_path, model):
-    """Kill a run part-way: --resume writes every record once, in order, as an uninterrupted run."""
-    lines = [TEXTS[i % 4] + f" {i}" for i in range(6000)]
-    lines[10] = ""  # a bad input on the way: reported once
-    source = write(tmp_path, "docs.txt", "\n".join(lines) + "\n")
+    """Kill a run part-way: --resume writes every record once, in order, as an uninterrupted run.
+
+    The run reads a named pipe that the test feeds, so it cannot finish before the kill, and it
+    is killed when it reports the bad input the test put at line 251: by then it has annotated
+    the 250 documents before it.
+    """
+    lines = [TEXTS[i % 4] + f" {i}" for i in range(600)]
+    lines[250] = ""  # a bad input: reported once, and the moment to kill the run
+    source = tmp_path / "docs.txt"
+    os.mkfifo(source)
     command = [sys.executable, "-m", "spacy_w2ner", "annotate", str(model), str(source), str(tmp_path / "out.jsonl"),
                "--no-progress", "--batch-size", "16"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with open(source, "w", encoding="utf8") as feed:  # opens when the run opens the pipe
+        feed.write("\n".join(lines[:300]) + "\n")
+        feed.flush()
+        assert f"{source}:251: empty line" in read_until(process.stderr, "skipped")
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
     progress = tmp_path / "out.jsonl.partial.progress"
-    deadline = time.time() + 300
-    while time.time() < deadline and (not progress.exists() or json.loads(progress.read_text())["inputs"] < 200):
-        time.sleep(0.2)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
     done = json.loads(progress.read_text())["inputs"]
-    assert 200 <= done < 6000, "the run was not killed part-way"
+    assert 1 <= done <= 251, done
     assert not (tmp_path / "out.jsonl").exists()
+    source.unlink()
+    write(tmp_path, "docs.txt", "\n".join(lines) + "\n")  # the same input, now a file
     refused = subprocess.run(command, capture_output=True, text=True)
     assert refused.returncode == 1 and "--resume" in refused.stderr
     resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stderr.strip().splitlines()[-1])["documents_read"] == 6000
+    assert json.loads(resumed.stderr.strip().splitlines()[-1])["documents_read"] == 600
     quiet(model, source, tmp_path / "whole.jsonl", batch_size=16)
     assert (tmp_path / "out.jsonl").read_text() == (tmp_path / "whole.jsonl").read_text()
     assert (tmp_path / "out.jsonl.errors.jsonl").read_text() == (tmp_path / "whole.jsonl.errors.jsonl").read_text()
-    assert len(records_of(tmp_path / "out.jsonl")) == 5999
+    assert len(records_of(tmp_path / "out.jsonl")) == 599
     assert not progress.exists() and not (tmp_path / "out.jsonl.partial").exists()
 
 
@@ -241,3 +266,39 @@ def test_the_package_and_the_local_path_work_without_ray(tmp_path, model):
     assert result.returncode == 0, result.stderr
     assert "pip install 'spacy-w2ner[ray]'" in result.stdout
     assert not list(tmp_path.glob("ray.jsonl*")), "nothing is created when the engine cannot start"
+
+
+def test_every_record_validates_against_the_schema_the_schema_command_prints(tmp_path, model):
+    from pydantic import ValidationError
+
+    from spacy_w2ner.annotate import RECORD_SCHEMA, validate_record
+
+    source = write(tmp_path, "notes.jsonl", "\n".join(json.dumps({"id": f"n{i}", "text": t, "site": "forum"}) for i, t in enumerate(TEXTS + [ODD])))
+    quiet(model, source, tmp_path / "out.jsonl")
+    records = records_of(tmp_path / "out.jsonl")
+    assert len(records) == 5 and any(r["entities"] for r in records)
+    for record in records:
+        validate_record(record)
+    broken = dict(records[0], entities=[dict(records[0]["entities"][0], fragments=[])])
+    with pytest.raises(ValidationError, match="fragments"):
+        validate_record(broken)
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        validate_record(dict(records[0], unexpected=1))
+    printed = json.loads(cli("schema").stdout)
+    assert printed == RECORD_SCHEMA
+    assert set(printed["required"]) == {"id", "source", "meta", "entities"}
+    assert "fragments" in printed["$defs"]["EntityRecord"]["properties"]
+
+
+def test_the_command_has_every_option_of_the_options_type():
+    from spacy_w2ner.annotate import AnnotateOptions
+    from spacy_w2ner.annotate.options import cli_fields
+
+    help_text = cli("annotate", "--help").stdout
+    for name, _, _ in cli_fields():
+        assert "--" + name.replace("_", "-") in help_text, name
+    with pytest.raises(TypeError, match="unknown annotate option"):
+        AnnotateOptions.of(bacth_size=3)
+    with pytest.raises(ValueError, match="engine must be local or ray"):
+        AnnotateOptions.of(engine="spark").check()
+    assert AnnotateOptions.of(AnnotateOptions(batch_size=7), limit=2).batch_size == 7

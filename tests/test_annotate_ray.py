@@ -1,6 +1,7 @@
-"""Annotation on Ray Data (spacy_w2ner.annotate_ray): the same records as the single-machine
+"""Annotation on Ray Data (spacy_w2ner.annotate.ray): the same records as the single-machine
 path, and every record once when a worker is killed mid-run. Skipped without Ray
-(pip install 'spacy-w2ner[ray]'); starts a local Ray with 2 CPUs and no dashboard."""
+(pip install 'spacy-w2ner[ray]'); starts a local Ray with 2 CPUs and no dashboard, its actors
+writing their process ids where the test finds them ($SPACY_W2NER_ACTOR_PIDS)."""
 import json
 import os
 import signal
@@ -19,10 +20,17 @@ TEXTS = [text for text, _ in TRAIN_DATA]
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    from spacy_w2ner.annotate_ray import start_ray
+def actor_pids(tmp_path_factory):
+    return tmp_path_factory.mktemp("actor-pids")
 
-    start_ray(num_cpus=2)
+
+@pytest.fixture(scope="module")
+def local_ray(actor_pids):
+    from spacy_w2ner.annotate.ray import ACTOR_PIDS_ENV, start_ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {ACTOR_PIDS_ENV: str(actor_pids)}})  # every worker's environment
+    start_ray()  # connected: the engine's settings (ordered results)
     yield
     ray.shutdown()
 
@@ -73,32 +81,30 @@ def test_annotate_dataset_composes_with_rays_readers(tmp_path, model, local_ray)
     assert sorted(r["id"] for r in written) == sorted(records)
 
 
-def _worker_pids():
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if b"MapWorker(MapBatches(RowAnnotator" in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
-def test_a_worker_killed_mid_run_leaves_every_record_once(tmp_path, model, local_ray):
+def test_a_worker_killed_mid_run_leaves_every_record_once(tmp_path, model, local_ray, actor_pids):
     from spacy_w2ner.annotate_ray import annotate_dataset
 
     n = 3000  # long enough that the actors are busy when one is killed
     ds = ray.data.from_items([{"id": i, "text": TEXTS[i % 4]} for i in range(n)], override_num_blocks=60)
     seen = []
-    killed = False
+    killed = None
     for row in annotate_dataset(ds, model, workers=2, batch_size=5).iter_rows():
         seen.append(row["id"])
-        if len(seen) == 20 and not killed:
-            pids = _worker_pids()
-            assert pids, "no annotating worker found"
-            os.kill(pids[0], signal.SIGKILL)  # Ray restarts the actor and retries its batch
-            killed = pids[0]
-    assert killed
-    assert killed not in _worker_pids()
+        if len(seen) == 20 and killed is None:
+            pids = [int(path.read_text()) for path in sorted(actor_pids.glob("RowAnnotator-*.pid"))]
+            running = [pid for pid in pids if alive(pid)]
+            assert running, f"no annotating actor wrote its process id: {sorted(p.name for p in actor_pids.iterdir())}"
+            killed = running[0]
+            os.kill(killed, signal.SIGKILL)  # Ray restarts the actor and retries its batch
+    assert killed is not None and not alive(killed)
+    restarted = {int(path.read_text()) for path in actor_pids.glob("RowAnnotator-*.pid")} - set(pids)
+    assert restarted, "Ray did not start an actor in place of the killed one"
     assert sorted(seen) == list(range(n))  # every record once

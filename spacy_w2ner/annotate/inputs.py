@@ -2,9 +2,10 @@
 
 An ``Item`` is one input document in input order (``position``), with where it came from
 (``source``: file:line, file, file#index), its id and metadata, or the ``problem`` that keeps it
-from being a document (not UTF-8, not JSON, no text, empty): such items flow on in order, so
-they are reported and counted, never silently dropped. ``.gz`` files are read transparently;
-nothing is loaded whole but a DocBin.
+from being a document (not UTF-8, not JSON, no text, empty; ``text_problem`` is the one rule for
+a text): such items flow on in order, so they are reported and counted, never silently dropped.
+``.gz`` files are read transparently; nothing is loaded whole but a DocBin. A named pipe is read
+as it comes, like standard input.
 """
 import gzip
 import json
@@ -16,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from spacy.tokens import DocBin
 
-from .formats import NAME_KEY
+from ..formats import NAME_KEY
 
 INPUT_FORMATS = ("txt", "jsonl", "spacy")
 
@@ -26,7 +27,7 @@ class Item:
     """One input document, in input order (``position``), or the reason it cannot be one."""
 
     position: int
-    source: str
+    source: Optional[str]
     id: Any
     text: Optional[str] = None
     meta: Dict[str, Any] = field(default_factory=dict)
@@ -86,6 +87,8 @@ def count_inputs(path: Union[str, Path], input_format: str, doc_per_file: bool =
     if str(path) == "-":
         return None
     path = Path(path)
+    if not (path.is_file() or path.is_dir()):  # a pipe (FIFO, <(zcat ...)): read once, as it comes
+        return None
     if doc_per_file:
         return sum(1 for _ in _text_files(path))
     if input_format == "spacy":
@@ -132,6 +135,25 @@ def _text_item(position: int, source: str, number: int, raw: bytes) -> Item:
     return Item(position, where, number, text, problem=problem)
 
 
+def text_problem(text: Any, text_key: str = "text") -> Optional[str]:
+    """Why ``text`` cannot be a document (not a string, or nothing but whitespace), else None."""
+    if not isinstance(text, str):
+        found = "no" if text is None else f"a {type(text).__name__} as"
+        return f"{found} {text_key!r}: expected the document's text"
+    if not text.strip():
+        return f"empty {text_key!r}: no document"
+    return None
+
+
+def record_item(position: int, source: Optional[str], fields: Dict[str, Any], default_id: Any, text_key: str, id_key: str) -> Item:
+    """The Item of a record with a text field (a jsonl line, a Ray row): the other fields are its metadata."""
+    text = fields.get(text_key)
+    identifier = fields.get(id_key, default_id)
+    meta = {key: value for key, value in fields.items() if key not in (text_key, id_key)}
+    problem = text_problem(text, text_key)
+    return Item(position, source, identifier, text if problem is None else None, meta, problem)
+
+
 def _jsonl_item(position: int, source: str, number: int, raw: bytes, text_key: str, id_key: str) -> Item:
     where = f"{source}:{number}"
     line, problem = _decode(raw)
@@ -145,15 +167,7 @@ def _jsonl_item(position: int, source: str, number: int, raw: bytes, text_key: s
         return Item(position, where, number, problem=f"not valid JSON ({err.msg}, column {err.colno})")
     if not isinstance(record, dict):
         return Item(position, where, number, problem=f"expected a JSON object, got {type(record).__name__}")
-    text = record.get(text_key)
-    identifier = record.get(id_key, number)
-    meta = {key: value for key, value in record.items() if key not in (text_key, id_key)}
-    if not isinstance(text, str):
-        found = "no" if text is None else f"a {type(text).__name__} as"
-        return Item(position, where, identifier, meta=meta, problem=f"{found} {text_key!r}: expected the document's text")
-    if not text.strip():
-        return Item(position, where, identifier, meta=meta, problem=f"empty {text_key!r}: no document")
-    return Item(position, where, identifier, text, meta)
+    return record_item(position, where, record, number, text_key, id_key)
 
 
 def _text_files(directory: Path) -> List[Path]:

@@ -1,9 +1,13 @@
-"""Annotation outputs: the record of a document, and a run's files written safely.
+"""Annotation outputs: one writer per output kind, and a run's files written safely.
 
-``RECORD_SCHEMA`` is the one definition of a record (see ``annotate.py``); ``AnnotationRun``
-writes records (``.jsonl``, ``.spacy``, a brat directory, or standard output) and problems (an
-errors file) under temporary names with checkpoints, renames them when the run completes, and
-continues an interrupted run (``resume``); ``write_in_order`` drives it with a progress bar.
+A ``Writer`` writes records of one kind: ``JsonlWriter`` (``.jsonl``), ``DocBinWriter``
+(``.spacy``), ``BratWriter`` (a directory of ``.txt``/``.ann`` pairs) and ``StdoutWriter``
+(JSON lines on standard output). ``AnnotationRun`` owns what every kind shares, written once:
+the output goes under a temporary name (``OUTPUT.partial``) with the skipped inputs in an
+errors file, a checkpoint (``OUTPUT.partial.progress``) records how far the input is done and
+how long each file was then, ``resume`` cuts the files back to the checkpoint and skips that
+many inputs, and the files get their own names only when the run completes.
+``write_in_order`` drives a run with a progress bar.
 """
 import json
 import os
@@ -12,72 +16,18 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from spacy.tokens import Doc, DocBin
 
-from .annotate_input import Item
-from .entities import Entity, get_entities
-from .formats import NAME_KEY, docs_to_brat
+from ..formats import NAME_KEY, docs_to_brat
+from .inputs import Item
 
-RECORD_SCHEMA = {
-    "id": "the input's id (jsonl --id-key, the file of --doc-per-file, a DocBin doc's name), else its line number",
-    "source": "file:line (txt, jsonl), file (--doc-per-file) or file#index (DocBin); '-' is standard input",
-    "meta": "every other key of a jsonl record; {} for other inputs",
-    "entities": {
-        "label": "entity label",
-        "score": "weakest-link confidence in [0, 1] (null for entities without one)",
-        "text": "the texts of the fragments joined by a space",
-        "fragments": "[[start_char, end_char], ...] into the input text, end exclusive",
-        "tokens": "token indices of the spaCy Doc",
-        "discontinuous": "true when the entity has more than one fragment",
-    },
-}
-
-
-def entity_record(entity: Entity, doc: Doc) -> Dict[str, Any]:
-    """One entity of the record: label, score, text, character fragments, tokens, discontinuous."""
-    fragments = [[doc[start].idx, doc[end - 1].idx + len(doc[end - 1])] for start, end in entity.fragments]
-    return {
-        "label": entity.label,
-        "score": None if entity.score is None else round(float(entity.score), 6),
-        "text": entity.text,
-        "fragments": fragments,
-        "tokens": list(entity.tokens),
-        "discontinuous": entity.is_discontinuous,
-    }
-
-
-def make_record(item: Item, doc: Doc, spans_key: str) -> Dict[str, Any]:
-    return {
-        "id": item.id,
-        "source": item.source,
-        "meta": item.meta,
-        "entities": [entity_record(entity, doc) for entity in get_entities(doc, spans_key)],
-    }
-
-
-
-
-# ---------------------------------------------------------------- 4. output, errors, resume
+Result = Tuple[Item, Optional[Dict[str, Any]], Optional[Doc]]  # a record and doc, or None for a problem
 
 
 class AnnotationError(Exception):
     """A problem that stops the run (exit code 1): bad output, --strict, a finished output."""
-
-
-def output_kind(output: Union[str, Path]) -> str:
-    """jsonl, spacy, brat (a directory) or stdout, from the output's name."""
-    name = str(output)
-    if name == "-":
-        return "stdout"
-    if name.endswith(".jsonl"):
-        return "jsonl"
-    if name.endswith(".spacy"):
-        return "spacy"
-    if "." not in Path(name).name or Path(name).is_dir():
-        return "brat"
-    raise AnnotationError(f"{output}: write to a .jsonl or .spacy file, a directory (brat) or '-' (standard output)")
 
 
 @dataclass
@@ -101,14 +51,163 @@ class Summary:
         }
 
 
-class AnnotationRun:
-    """Writes records and problems safely: under temporary names with a checkpoint, renamed at the end.
+# ---------------------------------------------------------------- files that resume
 
-    ``OUTPUT.partial`` (a file, or a directory for brat) and ``ERRORS.partial`` grow as
-    documents are done; ``OUTPUT.partial.progress`` records, at most every ``checkpoint_seconds``,
-    how many input documents are done and the byte size of both files then. ``resume`` cuts the
-    partial files back to the checkpoint and skips that many inputs. Nothing is left under the
-    output's own name until the run completes.
+
+class ResumableFile:
+    """An append-only file that a resumed run cuts back to its size at the last checkpoint."""
+
+    def __init__(self, path: Path, size_at_checkpoint: Optional[int]):
+        self.path = path
+        self._file: BinaryIO = open(path, "wb" if size_at_checkpoint is None else "ab")
+        if size_at_checkpoint is not None:
+            self._file.truncate(size_at_checkpoint)
+
+    def write_line(self, value: Dict[str, Any]) -> None:
+        self._file.write((json.dumps(value, ensure_ascii=False, default=str) + "\n").encode("utf8"))
+
+    def flush(self) -> int:
+        """Make what is written durable; its size, for the checkpoint."""
+        self._file.flush()
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+# ---------------------------------------------------------------- writers, one per output kind
+
+
+class Writer:
+    """Writes a run's records (``write``); ``flush`` makes them durable and returns the byte size
+    a resumed run cuts the output back to (0 where the writer keeps no such size)."""
+
+    kind = ""
+    checkpoint_seconds = 1.0
+
+    def __init__(self, partial: Optional[Path], spans_key: str, state: Optional[Dict[str, Any]]):
+        self.partial, self.spans_key = partial, spans_key
+
+    def write(self, item: Item, record: Dict[str, Any], doc: Doc) -> List[str]:
+        """Write one record; the problems of entities that could not be written (left out)."""
+        raise NotImplementedError
+
+    def flush(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.flush()
+
+
+class JsonlWriter(Writer):
+    kind = "jsonl"
+
+    def __init__(self, partial, spans_key, state):
+        super().__init__(partial, spans_key, state)
+        self._file = ResumableFile(partial, None if state is None else state["output_bytes"])
+
+    def write(self, item, record, doc):
+        self._file.write_line(record)
+        return []
+
+    def flush(self) -> int:
+        return self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class StdoutWriter(Writer):
+    kind = "stdout"
+
+    def write(self, item, record, doc):
+        sys.stdout.buffer.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf8"))
+        return []
+
+    def flush(self) -> int:
+        sys.stdout.buffer.flush()
+        return 0
+
+
+class DocBinWriter(Writer):
+    """The annotated Docs in a DocBin, named by their record's id (rewritten whole at a checkpoint)."""
+
+    kind = "spacy"
+    checkpoint_seconds = 30.0
+
+    def __init__(self, partial, spans_key, state):
+        super().__init__(partial, spans_key, state)
+        self._docbin = DocBin(store_user_data=True)
+        if state is not None:
+            self._docbin.from_disk(partial)
+
+    def write(self, item, record, doc):
+        self._docbin.add(_portable(doc, str(record["id"])))
+        return []
+
+    def flush(self) -> int:
+        self._docbin.to_disk(self.partial)
+        return 0
+
+
+class BratWriter(Writer):
+    """A directory of brat pairs, each named by its record's id when that is a safe, new name."""
+
+    kind = "brat"
+
+    def __init__(self, partial, spans_key, state):
+        super().__init__(partial, spans_key, state)
+        partial.mkdir(parents=True, exist_ok=True)
+        self._names = {p.relative_to(partial).as_posix()[: -len(".ann")] for p in partial.rglob("*.ann")}
+
+    def write(self, item, record, doc):
+        problems: List[str] = []  # e.g. a label brat cannot hold: that entity is left out
+        docs_to_brat([_portable(doc, self._name(item))], self.partial, self.spans_key, problems=problems)
+        return problems
+
+    def _name(self, item: Item) -> str:
+        """The item's id as a brat document name, unless unsafe or taken: then doc{position}."""
+        name = str(item.id)
+        if not name or Path(name).is_absolute() or ".." in Path(name).parts or name in self._names:
+            name = f"doc{item.position:06d}"
+        self._names.add(name)
+        return name
+
+
+WRITERS = {writer.kind: writer for writer in (JsonlWriter, StdoutWriter, DocBinWriter, BratWriter)}
+
+
+def output_kind(output: Union[str, Path]) -> str:
+    """jsonl, spacy, brat (a directory) or stdout, from the output's name."""
+    name = str(output)
+    if name == "-":
+        return "stdout"
+    if name.endswith(".jsonl"):
+        return "jsonl"
+    if name.endswith(".spacy"):
+        return "spacy"
+    if "." not in Path(name).name or Path(name).is_dir():
+        return "brat"
+    raise AnnotationError(f"{output}: write to a .jsonl or .spacy file, a directory (brat) or '-' (standard output)")
+
+
+def _portable(doc: Doc, name: str) -> Doc:
+    """The doc as written to a DocBin or brat: named, without the transformer's output
+    (megabytes per doc in a DocBin)."""
+    if doc.has_extension("trf_data"):
+        doc._.trf_data = None
+    doc.user_data[NAME_KEY] = name
+    return doc
+
+
+# ---------------------------------------------------------------- the run
+
+
+class AnnotationRun:
+    """A run's output and errors, under temporary names with checkpoints, renamed at the end.
+
+    Nothing is left under the output's own name until the run completes. ``skip`` is how many
+    inputs a resumed run has done already.
     """
 
     def __init__(
@@ -118,23 +217,25 @@ class AnnotationRun:
         *,
         resume: bool = False,
         spans_key: str = "w2ner",
-        checkpoint_seconds: float = 1.0,
+        checkpoint_seconds: Optional[float] = None,
     ):
         self.kind = output_kind(output)
         self.spans_key = spans_key
-        # A DocBin is rewritten whole at each checkpoint: less often.
-        checkpoint_seconds = max(checkpoint_seconds, 30.0) if self.kind == "spacy" else checkpoint_seconds
         self.output = None if self.kind == "stdout" else Path(output)
         self.errors = Path(errors) if errors else (None if self.output is None else _sibling(self.output, ".errors.jsonl"))
-        self.summary = Summary()
-        self.checkpoint_seconds = checkpoint_seconds
-        self._last_checkpoint = 0.0
-        self.skip = 0
         if self.output is not None and self.output.exists() and (self.kind != "brat" or any(self.output.iterdir())):
             raise AnnotationError(f"{self.output} exists: remove it or write elsewhere (a finished run is not redone)")
-        self._open(resume)
+        self._checkpoint_seconds = checkpoint_seconds
+        self._last_checkpoint = 0.0
+        self._state = self._checkpointed_state(resume)
+        state = self._state
+        self.skip = state["inputs"] if state else 0
+        self.summary = Summary(state["read"], state["written"], state["skipped"], Counter(state["entities"])) if state else Summary()
+        self._writer: Optional[Writer] = None  # opened with the first result (the spans key is known then)
+        self._errors_file = None
+        if self.errors is not None:
+            self._errors_file = ResumableFile(_sibling(self.errors, ".partial"), state["errors_bytes"] if state else None)
 
-    # files
     @property
     def partial(self) -> Optional[Path]:
         return None if self.output is None else _sibling(self.output, ".partial")
@@ -143,97 +244,53 @@ class AnnotationRun:
     def progress(self) -> Optional[Path]:
         return None if self.output is None else _sibling(self.output, ".partial.progress")
 
-    def _open(self, resume: bool) -> None:
-        state = None
-        if self.progress is not None and self.progress.exists():
-            if not resume:
-                raise AnnotationError(
-                    f"{self.partial} is an unfinished run: continue it with --resume, or delete "
-                    f"{self.partial} and {self.progress} to start over"
-                )
-            state = json.loads(self.progress.read_text(encoding="utf8"))
-        if self.errors is not None:
-            self._errors_partial = _sibling(self.errors, ".partial")
-            self._errors_file = open(self._errors_partial, "ab" if state else "wb")
-            if state:
-                self._errors_file.truncate(state["errors_bytes"])
-        else:
-            self._errors_file = None
-        self._docbin = None
-        if self.kind == "jsonl":
-            self._out = open(self.partial, "ab" if state else "wb")
-            if state:
-                self._out.truncate(state["output_bytes"])
-        elif self.kind == "stdout":
-            self._out = sys.stdout.buffer
-        elif self.kind == "spacy":
-            self._out = None
-            self._docbin = DocBin(store_user_data=True)
-            if state:
-                self._docbin.from_disk(self.partial)
-        else:  # brat: a directory of finished document pairs
-            self._out = None
-            self.partial.mkdir(parents=True, exist_ok=True)
-            self._brat_names = {p.relative_to(self.partial).as_posix()[: -len(".ann")] for p in self.partial.rglob("*.ann")}
-        if state:
-            self.skip = state["inputs"]
-            self.summary = Summary(state["read"], state["written"], state["skipped"], Counter(state["entities"]))
+    def _checkpointed_state(self, resume: bool) -> Optional[Dict[str, Any]]:
+        if self.progress is None or not self.progress.exists():
+            return None
+        if not resume:
+            raise AnnotationError(
+                f"{self.partial} is an unfinished run: continue it with --resume, or delete "
+                f"{self.partial} and {self.progress} to start over"
+            )
+        return json.loads(self.progress.read_text(encoding="utf8"))
+
+    @property
+    def writer(self) -> Writer:
+        if self._writer is None:
+            self._writer = WRITERS[self.kind](self.partial, self.spans_key, self._state)
+        return self._writer
 
     def add(self, item: Item, record: Optional[Dict[str, Any]], doc: Optional[Doc]) -> None:
         """Write one input document's record, or its problem, in input order."""
         self.summary.read += 1
         if record is None:
             self.summary.skipped += 1
-            self._write_problem(item)
+            self._write_problem(item, item.problem)
         else:
             self.summary.written += 1
             self.summary.entities.update(entity["label"] for entity in record["entities"])
-            self._write_record(item, record, doc)
+            for problem in self.writer.write(item, record, doc):
+                self._write_problem(item, problem)
         now = time.monotonic()
-        if now - self._last_checkpoint >= self.checkpoint_seconds:
+        every = self._checkpoint_seconds if self._checkpoint_seconds is not None else self.writer.checkpoint_seconds
+        if now - self._last_checkpoint >= every:
             self.checkpoint(item.position + 1)
             self._last_checkpoint = now
 
-    def _write_problem(self, item: Item, problem: Optional[str] = None) -> None:
-        line = {"source": item.source, "id": item.id, "problem": problem or item.problem}
+    def _write_problem(self, item: Item, problem: str) -> None:
         if self._errors_file is not None:
-            self._errors_file.write((json.dumps(line, ensure_ascii=False, default=str) + "\n").encode("utf8"))
-
-    def _write_record(self, item: Item, record: Dict[str, Any], doc: Doc) -> None:
-        if self.kind in ("jsonl", "stdout"):
-            self._out.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf8"))
-        elif self.kind == "spacy":
-            self._docbin.add(_portable(doc, str(record["id"])))
-        else:
-            name = self._brat_name(item)
-            problems: List[str] = []
-            docs_to_brat([_portable(doc, name)], self.partial, self.spans_key, problems=problems)
-            for problem in problems:  # e.g. a label brat cannot hold: that entity is left out
-                self._write_problem(item, problem)
-
-    def _brat_name(self, item: Item) -> str:
-        """The item's id as a brat document name, unless unsafe or taken: then doc{position}."""
-        name = str(item.id)
-        parts = Path(name).parts
-        if not name or Path(name).is_absolute() or ".." in parts or name in self._brat_names:
-            name = f"doc{item.position:06d}"
-        self._brat_names.add(name)
-        return name
+            self._errors_file.write_line({"source": item.source, "id": item.id, "problem": problem})
 
     def checkpoint(self, inputs_done: int) -> None:
         """Make what is written so far durable, and record how far the input is done."""
-        if self.kind in ("jsonl", "stdout"):
-            self._out.flush()
-        if self._errors_file is not None:
-            self._errors_file.flush()
+        output_bytes = self.writer.flush()
+        errors_bytes = self._errors_file.flush() if self._errors_file is not None else 0
         if self.progress is None:
             return
-        if self.kind == "spacy":
-            self._docbin.to_disk(self.partial)
         state = {
             "inputs": inputs_done,
-            "output_bytes": self.partial.stat().st_size if self.kind == "jsonl" else 0,
-            "errors_bytes": self._errors_file.tell() if self._errors_file is not None else 0,
+            "output_bytes": output_bytes,
+            "errors_bytes": errors_bytes,
             "read": self.summary.read,
             "written": self.summary.written,
             "skipped": self.summary.skipped,
@@ -246,11 +303,10 @@ class AnnotationRun:
     def finish(self, inputs_done: int) -> None:
         """Rename the partial output and errors to their own names: the run is complete."""
         self.checkpoint(inputs_done)
-        if self.kind == "jsonl":
-            self._out.close()
+        self.writer.close()
         if self._errors_file is not None:
             self._errors_file.close()
-            os.replace(self._errors_partial, self.errors)
+            os.replace(self._errors_file.path, self.errors)
         if self.output is not None:
             if self.kind == "brat" and self.output.exists():
                 self.output.rmdir()  # an empty directory given as the output
@@ -262,18 +318,9 @@ def _sibling(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
-def _portable(doc: Doc, name: str) -> Doc:
-    """The doc as written to a DocBin or brat: named, without the transformer's output
-    (megabytes per doc in a DocBin)."""
-    if doc.has_extension("trf_data"):
-        doc._.trf_data = None
-    doc.user_data[NAME_KEY] = name
-    return doc
-
-
 def write_in_order(
     run: AnnotationRun,
-    results: Iterable[Tuple[Item, Optional[Dict[str, Any]], Optional[Doc]]],
+    results: Iterable[Result],
     *,
     total: Optional[int],
     progress: bool,

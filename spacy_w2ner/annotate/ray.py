@@ -1,16 +1,17 @@
-"""Annotation on Ray Data: the same records as ``annotate.py``, across processes and machines.
+"""Annotation on Ray Data: the same records as the local engine, across processes and machines.
 
 Needs the ``ray`` extra (``pip install spacy-w2ner[ray]``); nothing here is imported by the
 package itself. Two entry points:
 
 * ``annotate_dataset(ds, model, ...)`` takes a ``ray.data.Dataset`` with a text column and
   returns one whose rows are records (``id``, ``source``, ``meta``, ``entities`` as in
-  ``annotate.RECORD_SCHEMA``, plus ``problem``: why a row is no document, else null), to
+  ``records.RECORD_SCHEMA``, plus ``problem``: why a row is no document, else null), to
   compose with Ray's own readers and writers (``read_json``, ``read_parquet``, ``write_json``...).
-* ``annotate_with_ray(model, input, output, ...)``: the ``annotate`` command with
-  ``--engine ray``. The input is read by Ray read tasks with the same readers as the local path
-  (ranges of documents in input order), annotated by an actor pool, and streamed back in
-  order to the same writers (errors file, checkpoints, ``--resume``).
+* ``annotate_with_ray(model, input, output, options)``: the ``annotate`` command with
+  ``--engine ray`` (the same ``AnnotateOptions`` and run preparation as the local engine). The
+  input is read by Ray read tasks with the same readers (ranges of documents in input order),
+  annotated by an actor pool, and streamed back in order to the same writers (errors file,
+  checkpoints, ``--resume``).
 
 Each actor loads the pipeline once (a callable class in ``map_batches`` with ``concurrency``
 actors); nothing but documents and records travels through the object store. An actor that
@@ -18,23 +19,18 @@ dies is restarted and its batch retried (``max_restarts``, ``max_task_retries``)
 """
 import json
 import logging
+import math
+import os
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
-from .annotate import (
-    AnnotationError,
-    AnnotationRun,
-    Item,
-    annotate_items,
-    count_inputs,
-    input_format_of,
-    load_pipeline,
-    read_inputs,
-    spans_key_of,
-    write_in_order,
-)
+from .inputs import Item, read_inputs, record_item
+from .options import AnnotateOptions, PipelineOptions
+from .outputs import AnnotationError, write_in_order
+from .run import annotate_items, load_pipeline, prepare_run, spans_key_of
 
 RETRIES = 3  # restarts of a dead actor, and retries of its batch
+ACTOR_PIDS_ENV = "SPACY_W2NER_ACTOR_PIDS"
 
 
 def _ray():
@@ -67,20 +63,32 @@ def default_cpus_per_worker(workers: int) -> float:
 
 
 class _PipelineActor:
-    """Loads the pipeline once per actor; torch uses the actor's CPUs, not the machine's."""
+    """Loads the pipeline once per actor; torch uses the actor's CPUs, not the machine's.
 
-    def __init__(self, model: str, options: Dict[str, Any], cpus: float):
+    With ``$SPACY_W2NER_ACTOR_PIDS`` set (to a directory) when Ray starts, each actor writes
+    its process id there (``ROLE-PID.pid``, ROLE its class's name): to watch the actors'
+    resources, or signal one.
+    """
+
+    role = "PipelineActor"  # Ray Data runs the class under a wrapper's name: the file says which it is
+
+    def __init__(self, model: str, options: PipelineOptions, cpus: float):
         import torch
 
         torch.set_num_threads(max(1, int(cpus)))
-        self.nlp = load_pipeline(model, **options)
+        self.nlp = load_pipeline(model, options)
         self.spans_key = spans_key_of(self.nlp)
+        if os.environ.get(ACTOR_PIDS_ENV):
+            pid = os.getpid()
+            (Path(os.environ[ACTOR_PIDS_ENV]) / f"{self.role}-{pid}.pid").write_text(str(pid))
 
 
 class ItemAnnotator(_PipelineActor):
     """map_batches class of the command's path: rows of serialized ``Item``s -> rows of records."""
 
-    def __init__(self, model: str, options: Dict[str, Any], cpus: float, with_docs: bool):
+    role = "ItemAnnotator"
+
+    def __init__(self, model: str, options: PipelineOptions, cpus: float, with_docs: bool):
         super().__init__(model, options, cpus)
         self.with_docs = with_docs
 
@@ -102,24 +110,17 @@ class ItemAnnotator(_PipelineActor):
 class RowAnnotator(_PipelineActor):
     """map_batches class of ``annotate_dataset``: rows with a text column -> record rows."""
 
-    def __init__(self, model: str, options: Dict[str, Any], cpus: float, text_key: str, id_key: str):
+    role = "RowAnnotator"
+
+    def __init__(self, model: str, options: PipelineOptions, cpus: float, text_key: str, id_key: str):
         super().__init__(model, options, cpus)
         self.text_key, self.id_key = text_key, id_key
 
     def __call__(self, batch: Dict[str, Any]) -> Dict[str, Any]:
         import pandas as pd
 
-        rows = batch.to_dict("records")
-        items = []
-        for k, row in enumerate(rows):
-            text = row.get(self.text_key)
-            meta = {key: _plain(value) for key, value in row.items() if key not in (self.text_key, self.id_key)}
-            problem = None
-            if not isinstance(text, str):
-                problem = f"no {self.text_key!r}: expected the document's text"
-            elif not text.strip():
-                problem = f"empty {self.text_key!r}: no document"
-            items.append(Item(k, None, _plain(row.get(self.id_key)), text if problem is None else None, meta, problem))
+        rows = [{key: _plain(value) for key, value in row.items()} for row in batch.to_dict("records")]
+        items = [record_item(k, None, row, None, self.text_key, self.id_key) for k, row in enumerate(rows)]
         out = []
         for item, record, _ in annotate_items(self.nlp, items, spans_key=self.spans_key, batch_size=len(items) or 1):
             record = record or {"id": item.id, "source": None, "meta": item.meta, "entities": []}
@@ -150,11 +151,11 @@ def annotate_dataset(
     """
     if cpus_per_worker is None:
         cpus_per_worker = default_cpus_per_worker(workers)
-    options = dict(threshold=threshold, sentencizer=sentencizer, max_length=max_length,
-                   gpu_id=0 if gpus_per_worker > 0 else -1)
+    options = AnnotateOptions.of(engine="ray", gpus_per_worker=gpus_per_worker, threshold=threshold,
+                                 sentencizer=sentencizer, max_length=max_length)
     return ds.map_batches(
         RowAnnotator,
-        fn_constructor_args=(str(model), options, cpus_per_worker, text_key, id_key),
+        fn_constructor_args=(str(model), options.pipeline(), cpus_per_worker, text_key, id_key),
         batch_size=batch_size,
         batch_format="pandas",
         **_actor_pool(workers, cpus_per_worker, gpus_per_worker),
@@ -197,7 +198,10 @@ def _item_from_row(row: Dict[str, Any]) -> Item:
 
 
 def _plain(value):
-    """A value of a Ray row as plain Python (numpy scalars and arrays as numbers and lists)."""
+    """A value of a Ray row as plain Python (numpy scalars and arrays as numbers and lists; a
+    missing value, NaN in pandas, as None)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
     if hasattr(value, "tolist"):
         return value.tolist()
     if isinstance(value, dict):
@@ -251,57 +255,40 @@ def annotate_with_ray(
     model: Union[str, Path],
     input_path: Union[str, Path],
     output: Union[str, Path],
+    options: Optional[AnnotateOptions] = None,
     *,
-    address: Optional[str] = None,
-    workers: int = 2,
-    gpus_per_worker: float = 0.0,
-    input_format: Optional[str] = None,
-    text_key: str = "text",
-    id_key: str = "id",
-    doc_per_file: bool = False,
-    batch_size: int = 64,
-    threshold: Optional[float] = None,
-    sentencizer: bool = False,
-    limit: int = 0,
-    strict: bool = False,
-    resume: bool = False,
-    errors: Optional[Union[str, Path]] = None,
-    max_length: Optional[int] = None,
-    progress: bool = True,
     on_problem=None,
-    documents_per_task: int = 2000,
+    **overrides,
 ):
-    """``annotate.annotate`` with Ray: same records, errors, checkpoints and resume."""
+    """The ``annotate`` command on Ray: the same records, errors, checkpoints and resume as the
+    local engine (options as ``AnnotateOptions`` and/or keywords)."""
     ray = _ray()  # before any file is created
+    options = AnnotateOptions.of(options, **{"engine": "ray", **overrides})
     if str(input_path) == "-":
         raise AnnotationError("the Ray engine reads files, not standard input: write the input to a file first")
-    input_format = input_format_of(input_path, doc_per_file, input_format)
-    run = AnnotationRun(output, errors, resume=resume)
-    total = count_inputs(input_path, input_format, doc_per_file)
-    if limit:
-        total = min(total, limit)
-    start_ray(address)
-    options = dict(threshold=threshold, sentencizer=sentencizer, max_length=max_length,
-                   gpu_id=0 if gpus_per_worker > 0 else -1)
-    run.spans_key = spans_key_of(load_pipeline(model, **options))  # fails here, not in every actor
-    reader_options = dict(text_key=text_key, id_key=id_key, doc_per_file=doc_per_file)
-    source = _InputDatasource(str(input_path), input_format, run.skip, total, reader_options, documents_per_task)
+    prepared = prepare_run(input_path, output, options)
+    run = prepared.run
+    start_ray(options.address)
+    pipeline = options.pipeline()
+    run.spans_key = spans_key_of(load_pipeline(model, pipeline))  # fails here, not in every actor
+    total = prepared.total
+    source = _InputDatasource(str(input_path), prepared.input_format, run.skip, total, options.reader(), options.documents_per_task)
     # Reading is light: its tasks must not wait for the CPUs the actors hold.
     ds = ray.data.read_datasource(source, ray_remote_args={"num_cpus": 0})
     cpus = 1.0  # the read tasks take no CPU here
     annotated = ds.map_batches(
         ItemAnnotator,
-        fn_constructor_args=(str(model), options, cpus, run.kind in ("spacy", "brat")),
-        batch_size=batch_size,
+        fn_constructor_args=(str(model), pipeline, cpus, run.kind in ("spacy", "brat")),
+        batch_size=options.batch_size,
         batch_format="pyarrow",
-        **_actor_pool(workers, cpus, gpus_per_worker),
+        **_actor_pool(options.workers, cpus, options.gpus_per_worker),
     )
     results = (
         (_item_from_row(row), None if row["record"] is None else json.loads(row["record"]),
          None if row["doc_bytes"] is None else _doc_from_bytes(row["doc_bytes"]))
         for row in annotated.iter_rows()
     )
-    return write_in_order(run, results, total=total, progress=progress, strict=strict, on_problem=on_problem)
+    return write_in_order(run, results, total=total, progress=options.progress, strict=options.strict, on_problem=on_problem)
 
 
 _VOCAB = None

@@ -22,7 +22,7 @@ from spacy.training import Example
 from spacy.util import registry
 from spacy.vocab import Vocab
 
-from .formats import FORMATS, read_corpus
+from . import FORMATS, read_corpus
 
 PathLike = Union[str, Path]
 
