@@ -30,9 +30,11 @@ setup(
         "typer>=0.9",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "build"],
-        # Annotation across processes and machines (python -m spacy_w2ner annotate --engine ray).
-        "ray": ["ray[data]>=2.60,<3"],
+        "test": ["pytest>=7", "hypothesis>=6", "build", "httpx>=0.27", "playwright>=1.40"],
+        # Serving over HTTP on this machine (python -m spacy_w2ner serve).
+        "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
+        # Annotation and serving across processes and machines (--engine ray): Ray Data, Ray Serve.
+        "ray": ["ray[data,serve]>=2.60,<3"],
     },
     entry_points={
         "spacy_factories": ["w2ner = spacy_w2ner.component:make_w2ner"],

@@ -16,6 +16,7 @@ from typing import Iterable, Iterator, List, NoReturn, Optional
 import typer
 
 from .annotate.options import AnnotateOptions
+from .serve.options import ServeOptions
 from .formats import EXPORT_FORMATS, FORMATS
 
 app = typer.Typer(help="spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy", no_args_is_help=True)
@@ -353,6 +354,43 @@ def schema():
     from .annotate import RECORD_SCHEMA
 
     typer.echo(json.dumps(RECORD_SCHEMA, indent=2))
+
+
+@app.command()
+@with_options(ServeOptions)
+def serve(
+    model: str = typer.Argument(..., help="Pipeline name or path"),
+    options: ServeOptions = None,
+):
+    """Serve the pipeline over HTTP: POST /annotate (one document or a list -> the records annotate
+    writes), GET /health, /ready, /metadata, /docs, and a page to try it at /.
+
+    Concurrent requests are batched into one nlp.pipe call (--max-batch-size, --max-wait-ms).
+    Listens on 127.0.0.1 unless --host says otherwise; give anything wider --api-key (or
+    $SPACY_W2NER_API_KEY). --engine ray deploys the same app on Ray Serve replicas.
+    """
+    try:
+        options.check()
+    except ValueError as err:
+        raise typer.BadParameter(str(err))
+    try:
+        from .serve import serve as run_server
+        from .serve.ray_serve import _serve
+    except ImportError:
+        _fail("serving needs FastAPI and uvicorn: pip install 'spacy-w2ner[serve]'")
+    if options.engine == "ray":
+        try:
+            _serve()
+        except ImportError as err:
+            _fail(str(err))
+    if options.wide_open:
+        typer.echo(f"warning: listening on {options.host} without an API key: anyone who reaches it can use it "
+                   "(--api-key or $SPACY_W2NER_API_KEY)", err=True)
+    typer.echo(f"loading {model} ...", err=True)
+    try:
+        run_server(model, options)
+    except (OSError, ValueError) as err:
+        _fail(f"cannot serve {model!r}: {err}")
 
 
 @app.command("fetch-encoder")

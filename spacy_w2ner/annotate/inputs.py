@@ -138,7 +138,8 @@ def _text_item(position: int, source: str, number: int, raw: bytes) -> Item:
 def text_problem(text: Any, text_key: str = "text") -> Optional[str]:
     """Why ``text`` cannot be a document (not a string, or nothing but whitespace), else None."""
     if not isinstance(text, str):
-        found = "no" if text is None else f"a {type(text).__name__} as"
+        name = type(text).__name__
+        found = "no" if text is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name} as"
         return f"{found} {text_key!r}: expected the document's text"
     if not text.strip():
         return f"empty {text_key!r}: no document"

@@ -71,11 +71,12 @@ def entity_record(entity: Entity, doc: Doc) -> Dict[str, Any]:
     }
 
 
-def make_record(identifier: Any, source: Optional[str], meta: Dict[str, Any], doc: Doc, spans_key: str) -> Dict[str, Any]:
-    """The record of an annotated doc."""
-    return {
-        "id": identifier,
-        "source": source,
-        "meta": meta,
-        "entities": [entity_record(entity, doc) for entity in get_entities(doc, spans_key)],
-    }
+def make_record(
+    identifier: Any, source: Optional[str], meta: Dict[str, Any], doc: Doc, spans_key: str, threshold: float = 0.0
+) -> Dict[str, Any]:
+    """The record of an annotated doc; with ``threshold``, only the entities scoring at least that
+    (compared as the component's ``threshold`` compares, before rounding)."""
+    entities = get_entities(doc, spans_key)
+    if threshold > 0.0:
+        entities = [entity for entity in entities if entity.score is None or entity.score >= threshold]
+    return {"id": identifier, "source": source, "meta": meta, "entities": [entity_record(entity, doc) for entity in entities]}
