@@ -6,8 +6,10 @@ from typing import Callable, Iterator, List
 import numpy
 
 from spacy.util import registry
-from thinc.api import Model
+from thinc.api import Model, NumpyOps
 from thinc.types import Ragged
+
+from .memory import release_freed_memory
 
 
 @registry.misc("spacy_w2ner.bundled_encoder_path.v1")
@@ -111,14 +113,24 @@ def _node_named(model: Model, name: str) -> Model:
 
 
 def _encode_in_chunks(model: Model, wordpieces, is_train: bool):
-    """Thinc's PyTorch forward; when predicting, over chunks of spans, outputs concatenated."""
+    """Thinc's PyTorch forward; when predicting, over chunks of spans, each chunk's output
+    copied into arrays for all spans as it comes (never all chunks and their concatenation
+    at once), then the heap's freed memory given back on the CPU (``memory.py``)."""
     from thinc.layers.pytorchwrapper import forward
 
     size = model.attrs["max_spans_per_pass"]
     if is_train or len(wordpieces) <= size:
         return forward(model, wordpieces, is_train)
-    outputs = [forward(model, wordpieces[i : i + size], False)[0] for i in range(0, len(wordpieces), size)]
-    return _concatenate_outputs(outputs), _no_backprop
+    merged: dict = {}
+    for first in range(0, len(wordpieces), size):
+        output = forward(model, wordpieces[first : first + size], False)[0]
+        output_type = type(output)
+        for key, value in output.items():
+            merged[key] = _copy_rows(merged.get(key), value, first, len(wordpieces), key)
+        del output
+    if isinstance(model.ops, NumpyOps):
+        release_freed_memory()
+    return output_type(**merged), _no_backprop
 
 
 def _ask_for_hidden_states(convert_inputs: Callable, model: Model, wordpieces, is_train: bool):
@@ -145,20 +157,20 @@ def _mean_of_top_layers(convert_outputs: Callable, model: Model, inputs_outputs,
     return convert_outputs(model, (wordpieces, output), is_train)
 
 
-def _concatenate_outputs(outputs: list):
-    """Concatenate Hugging Face model outputs along the batch (span) dimension."""
+def _copy_rows(merged, value, first: int, total: int, key: str):
+    """Copy a chunk's output (a tensor, or a tuple of them) into rows ``first:`` of arrays of
+    ``total`` rows along the span dimension, made on the first chunk."""
     import torch
 
-    merged = {}
-    for key, first in outputs[0].items():
-        values = [output[key] for output in outputs]
-        if isinstance(first, torch.Tensor):
-            merged[key] = torch.cat(values, dim=0)
-        elif isinstance(first, tuple):
-            merged[key] = tuple(torch.cat(parts, dim=0) for parts in zip(*values))
-        else:
-            raise ValueError(f"cannot concatenate the encoder output {key!r} of type {type(first).__name__}")
-    return type(outputs[0])(**merged)
+    if isinstance(value, tuple):
+        merged = merged or (None,) * len(value)
+        return tuple(_copy_rows(m, v, first, total, key) for m, v in zip(merged, value))
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"cannot concatenate the encoder output {key!r} of type {type(value).__name__}")
+    if merged is None:
+        merged = value.new_empty((total, *value.shape[1:]))
+    merged[first : first + len(value)] = value
+    return merged
 
 
 def _no_backprop(d_output):

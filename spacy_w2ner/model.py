@@ -25,6 +25,7 @@ from thinc.types import Floats2d, Floats4d
 from .grid_batches import ScoredBatch, score_docs
 from .grid_layer import build_grid_scorer, grid_scorer_layer
 from .hyperparameters import check_positive_int, validate_hyperparameters
+from .memory import ReleaseEvery
 from .padding import add_unpadded
 from .predictions import HostGrids
 from .segments import Segment, validate_window
@@ -140,16 +141,25 @@ def _infer_width(tok2vec: Model, X: Optional[List[Doc]]) -> int:
     )
 
 
+# Predicting on the CPU, freed heap memory goes back to the system once every this many grid
+# cells (four 256-token windows): a long document's resident memory stays flat (``memory.py``).
+RELEASE_CELLS = 4 * 256 * 256
+
+
 def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
     words, batches = score_docs(model, docs, is_train)
     outputs: List[GridBatch] = []
     trained: List[ScoredBatch] = []
+    release = ReleaseEvery(model.ops, RELEASE_CELLS)
     for batch in batches:
         if is_train:
             outputs.append(GridBatch(batch.segments, batch.logits))
             trained.append(batch)
         else:  # the device goes on with the next batch while this one is copied
             outputs.append(GridBatch(batch.segments, predicted=HostGrids(batch.logits)))
+            cells = len(batch.segments) * batch.rows.longest**2
+            del batch  # its logits are freed before the trim
+            release.add(cells)
 
     def backprop(d_logits: List[Floats4d]) -> Any:
         d_words = model.ops.alloc2f(*words.words.shape)

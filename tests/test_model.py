@@ -65,3 +65,34 @@ def test_one_doc_is_not_copied():
     vectors = [np.ones((4, WIDTH), dtype="float32")]
     words, first_rows = all_word_vectors(OPS, vectors)
     assert words is vectors[0] and list(first_rows) == [0, 4]
+
+
+def test_predicting_on_the_cpu_gives_freed_memory_back_every_so_many_cells(trained_nlp, monkeypatch):
+    """A long document without sentences is many window batches: the heap is trimmed between
+    them (once every RELEASE_CELLS cells), so its resident memory stays flat (memory.py)."""
+    import spacy_w2ner.memory as memory
+    import spacy_w2ner.model as model_module
+
+    trims = []
+    monkeypatch.setattr(memory, "release_freed_memory", lambda: trims.append(1))
+    w2ner = trained_nlp.get_pipe("w2ner")
+    max_window = w2ner.model.attrs["max_window"]
+    doc = Doc(trained_nlp.vocab, words=["pain"] * (3 * max_window))  # no sentence boundaries: windows
+    cells_per_window = max_window**2
+    monkeypatch.setattr(model_module, "RELEASE_CELLS", 2 * cells_per_window)
+    batches = w2ner.model.predict([doc])
+    windows = sum(len(batch.segments) for batch in batches)
+    assert windows >= 4 and all(len(batch.segments) == 1 for batch in batches)
+    assert len(trims) == windows // 2
+    trims.clear()
+    monkeypatch.setattr(model_module, "RELEASE_CELLS", 1)
+    w2ner.model.begin_update([doc])  # training keeps its activations: no trim
+    assert trims == []
+
+
+def test_freed_memory_is_given_back_only_where_the_heap_holds_the_grids():
+    """On a GPU the grid temporaries are on the device: no trim (it would cost more than a batch)."""
+    from spacy_w2ner.memory import ReleaseEvery
+
+    assert ReleaseEvery(NumpyOps(), 10).enabled
+    assert not ReleaseEvery(object(), 10).enabled
