@@ -3,7 +3,7 @@
 Grid batches of ever new sizes leave glibc's heap holding freed memory it keeps for reuse:
 annotating repeated CADEC sentences, the bytes in use stayed at 320-370 MB while the heap, and
 with it the resident memory, grew to 1.8 GB (bench/annotate_memory.py). The w2ner component
-trims after each batch it predicts (``W2NER.pipe``), so every process that runs the model does
+trims after a batch it predicts once 64 docs went by (``W2NER.pipe``), so every process that runs the model does
 it: ``nlp.pipe``, ``--n-process`` workers, Ray actors, the HTTP service. Elsewhere than on
 glibc, nothing happens.
 

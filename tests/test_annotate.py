@@ -184,16 +184,17 @@ def test_reading_streams_without_loading_the_whole_input(tmp_path):
 
 def test_freed_memory_goes_back_to_the_system_after_every_batch(tmp_path, model, monkeypatch):
     """Resident memory follows what is in use, not glibc's heap (bench/README.md, annotate): the
-    w2ner component trims after each batch, in whichever process runs it."""
+    w2ner component trims after a batch once 64 docs went by, in whichever process runs it."""
     import spacy_w2ner.component as component_module
     from spacy_w2ner.memory import malloc_trim
 
     assert malloc_trim() is not None  # glibc: the CI machines and this one
     trims = []
     monkeypatch.setattr(component_module, "release_freed_memory", lambda: trims.append(1))
-    path = write(tmp_path, "docs.txt", "\n".join(TEXTS[i % len(TEXTS)] for i in range(10)))
+    path = write(tmp_path, "docs.txt", "\n".join(TEXTS[i % len(TEXTS)] for i in range(200)))
     summary = quiet(model, path, tmp_path / "out.jsonl", batch_size=3)
-    assert summary.written == 10 and len(trims) == 3  # after docs 3, 6 and 9
+    # after the first batch that ends 64 docs or more after the last trim: docs 66, 132 and 198
+    assert summary.written == 200 and len(trims) == 3
 
 
 def read_until(stream, text: str, seconds: float = 300) -> str:

@@ -22,9 +22,9 @@ from .options import API_KEY_ENV, ServeOptions
 def create_local_app(model: str, options: ServeOptions):
     """The app with the pipeline loaded in this process (``uvicorn`` can serve it)."""
     from .app import create_app
-    from .engines import LocalEngine, PipelineRunner
+    from .engines import LocalEngine
 
-    return create_app(LocalEngine(PipelineRunner(model, options)), options)
+    return create_app(LocalEngine(model, options), options)
 
 
 def serve(model: str, options: ServeOptions) -> None:

@@ -83,18 +83,24 @@ class PipelineRunner:
         }  # fmt: skip
 
 
+def model_thread(model: str, options: ServeOptions) -> Tuple[ThreadPoolExecutor, PipelineRunner]:
+    """A thread of its own for the pipeline, which loads it there and runs it there: OpenMP keeps
+    a team of threads per calling thread, and a pipeline loaded on one thread and run on another
+    answered one sentence about 5 ms slower (18.5 against 11.9 ms here)."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="w2ner-model")
+    return executor, executor.submit(PipelineRunner, model, options).result()
+
+
 class LocalEngine:
     """The pipeline in this process, requests batched by a ``DynamicBatcher``."""
 
     name = "local"
 
-    def __init__(self, runner: PipelineRunner):
-        self.runner = runner
-        options = runner.options
+    def __init__(self, model: str, options: ServeOptions):
         # One thread runs the model: one batch at a time, the event loop free meanwhile.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="w2ner-model")
+        self._executor, self.runner = model_thread(model, options)
         self.batcher = DynamicBatcher(
-            runner.records, self._executor, max_batch_size=options.max_batch_size,
+            self.runner.records, self._executor, max_batch_size=options.max_batch_size,
             max_wait_s=options.max_wait_ms / 1000.0, max_queue=options.max_queue,
         )  # fmt: skip
         self.ready = False
@@ -142,7 +148,9 @@ class ReplicaEngine:
         return [asyncio.ensure_future(self.service.annotate_batch((document, threshold))) for document in documents]
 
     async def render(self, text: str, threshold: float, grid: bool) -> Dict[str, Any]:
-        return await asyncio.to_thread(self.service.runner.render, text, threshold, grid)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.service.executor, self.service.runner.render, text, threshold, grid
+        )
 
     def metadata(self) -> Dict[str, Any]:
         return {**self.service.runner.metadata(), "engine": self.name}

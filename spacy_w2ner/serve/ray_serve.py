@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from .app import create_app
-from .engines import Payload, PipelineRunner, ReplicaEngine
+from .engines import Payload, ReplicaEngine, model_thread
 from .options import ServeOptions
 
 
@@ -34,14 +34,14 @@ def service_class():
     class W2NERService:
         def __init__(self, model: str, options: ServeOptions):
             self.options = options
-            self.runner = PipelineRunner(model, options)
-            self.runner.warm_up()
+            self.executor, self.runner = model_thread(model, options)
+            self.executor.submit(self.runner.warm_up).result()
             self.annotate_batch.set_max_batch_size(options.max_batch_size)
             self.annotate_batch.set_batch_wait_timeout_s(options.max_wait_ms / 1000.0)
 
         @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.002)
         async def annotate_batch(self, payloads: List[Payload]) -> List[Dict[str, Any]]:
-            return await asyncio.to_thread(self.runner.records, payloads)
+            return await asyncio.get_running_loop().run_in_executor(self.executor, self.runner.records, payloads)
 
         def __serve_build_asgi_app__(self):
             return create_app(ReplicaEngine(self), self.options)
