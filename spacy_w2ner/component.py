@@ -181,6 +181,7 @@ class W2NER(TrainablePipe):
         self.name = name
         self.spans_key = spans_key
         self.max_paths_per_edge = max_paths_per_edge
+        self._docs_since_trim = 0  # docs predicted since freed memory was last given back (pipe)
         self.set_ents = set_ents
         self.learn_rate_scale = learn_rate_scale
         self.threshold = threshold
@@ -297,13 +298,12 @@ class W2NER(TrainablePipe):
         (``memory.py``) in whichever process runs the model: after a batch, once at least
         ``TRIM_EVERY_DOCS`` docs went by (a trim costs about 2.5 ms: after every one-doc batch of
         the HTTP service it would cost a fifth of a sentence's time)."""
-        since = 0
         for count, doc in enumerate(super().pipe(stream, batch_size=batch_size), start=1):
             yield doc
-            since += 1
-            if count % batch_size == 0 and since >= TRIM_EVERY_DOCS:
+            self._docs_since_trim += 1  # across calls: a service calls pipe once per small batch
+            if count % batch_size == 0 and self._docs_since_trim >= TRIM_EVERY_DOCS:
                 release_freed_memory()
-                since = 0
+                self._docs_since_trim = 0
 
     def set_annotations(self, docs: Iterable[Doc], predictions: List[List[Entity]]) -> None:
         for doc, entities in zip(docs, predictions):

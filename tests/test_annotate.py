@@ -303,3 +303,16 @@ def test_the_command_has_every_option_of_the_options_type():
     with pytest.raises(ValueError, match="engine must be local or ray"):
         AnnotateOptions.of(engine="spark").check()
     assert AnnotateOptions.of(AnnotateOptions(batch_size=7), limit=2).batch_size == 7
+
+
+def test_freed_memory_goes_back_across_small_pipe_calls(trained_nlp, monkeypatch):
+    """The HTTP service calls nlp.pipe once per small batch: the docs are counted across calls,
+    so its memory is given back too (every 64 docs at the end of a batch)."""
+    import spacy_w2ner.component as component_module
+
+    trims = []
+    monkeypatch.setattr(component_module, "release_freed_memory", lambda: trims.append(1))
+    monkeypatch.setattr(trained_nlp.get_pipe("w2ner"), "_docs_since_trim", 0)
+    for _ in range(40):  # 40 calls of 5 docs: 200 docs
+        list(trained_nlp.pipe([TEXTS[0]] * 5, batch_size=5))
+    assert len(trims) == 3  # after docs 65, 130 and 195
