@@ -19,7 +19,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats4d
 
-from .entities import Entity, flat_entities, get_entities, set_entities, without_edge_whitespace
+from .entities import Entity, flat_entities, get_entities, scoring_at_least, set_entities, without_edge_whitespace
 from .grid import n_relations
 from .memory import release_freed_memory
 from .model import (
@@ -307,9 +307,7 @@ class W2NER(TrainablePipe):
 
     def set_annotations(self, docs: Iterable[Doc], predictions: List[List[Entity]]) -> None:
         for doc, entities in zip(docs, predictions):
-            if self.threshold > 0.0:
-                entities = [entity for entity in entities if entity.score >= self.threshold]
-            set_entities(doc, entities, self.spans_key)
+            set_entities(doc, scoring_at_least(entities, self.threshold), self.spans_key)
             if self.set_ents:
                 chosen = flat_entities(get_entities(doc, self.spans_key))
                 spans = [Span(doc, e.tokens[0], e.tokens[-1] + 1, label=e.label) for e in chosen]

@@ -195,6 +195,14 @@ def set_entities(
         doc.spans[spans_key].attrs[SCORES_ATTR] = np.zeros((0,), dtype="float32")
 
 
+def scoring_at_least(entities: Iterable[Entity], threshold: float) -> List[Entity]:
+    """The entities whose score is at least ``threshold`` (unscored ones are kept; 0 keeps all):
+    the rule of the component's ``threshold``, annotate's records and the service's drawings."""
+    if threshold <= 0.0:
+        return list(entities)
+    return [entity for entity in entities if entity.score is None or entity.score >= threshold]
+
+
 def without_edge_whitespace(entities: Iterable[Entity], doc: Doc) -> List[Entity]:
     """The entities with the whitespace tokens (line breaks, runs of spaces) at the edges of
     their fragments removed, so no entity or fragment starts or ends on one.

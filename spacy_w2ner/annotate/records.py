@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from pydantic import BaseModel, ConfigDict, Field
 from spacy.tokens import Doc
 
-from ..entities import Entity, get_entities
+from ..entities import Entity, get_entities, scoring_at_least
 
 
 class EntityRecord(BaseModel):
@@ -76,7 +76,5 @@ def make_record(
 ) -> Dict[str, Any]:
     """The record of an annotated doc; with ``threshold``, only the entities scoring at least that
     (compared as the component's ``threshold`` compares, before rounding)."""
-    entities = get_entities(doc, spans_key)
-    if threshold > 0.0:
-        entities = [entity for entity in entities if entity.score is None or entity.score >= threshold]
+    entities = scoring_at_least(get_entities(doc, spans_key), threshold)
     return {"id": identifier, "source": source, "meta": meta, "entities": [entity_record(entity, doc) for entity in entities]}

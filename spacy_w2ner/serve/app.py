@@ -55,6 +55,10 @@ def create_app(engine, options: ServeOptions) -> FastAPI:
         if api_key and not hmac.compare_digest(request.headers.get("authorization", ""), f"Bearer {api_key}"):
             raise RequestProblem(401, "missing or wrong token: send Authorization: Bearer <the server's API key>")
 
+    def require_ready() -> None:
+        if not engine.ready:
+            raise RequestProblem(503, "the pipeline is still loading; retry shortly (GET /ready)")
+
     @app.exception_handler(RequestProblem)
     async def refused(request: Request, problem: RequestProblem):
         headers = {"Retry-After": "1"} if problem.status == 503 else None
@@ -98,8 +102,7 @@ def create_app(engine, options: ServeOptions) -> FastAPI:
         check_content_type(request.headers.get("content-type"))
         documents, many = read_documents(await read_body(request, options.max_body_bytes), options)
         level = read_threshold(threshold, options)
-        if not engine.ready:
-            raise RequestProblem(503, "the pipeline is still loading; retry shortly (GET /ready)")
+        require_ready()
         try:
             futures = engine.submit(documents, level)
         except Overloaded as err:
@@ -118,8 +121,7 @@ def create_app(engine, options: ServeOptions) -> FastAPI:
         documents, _ = read_documents(_text_only(body), options)
         fields = _json_object(body)
         level = read_threshold(None if fields.get("threshold") in (None, "") else str(fields["threshold"]), options)
-        if not engine.ready:
-            raise RequestProblem(503, "the pipeline is still loading; retry shortly")
+        require_ready()
         return await asyncio.wait_for(engine.render(documents[0]["text"], level, bool(fields.get("grid"))), options.timeout_s)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)

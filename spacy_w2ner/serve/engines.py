@@ -61,13 +61,12 @@ class PipelineRunner:
         doc = self.nlp(text)
         record = make_record(None, None, {}, doc, self.spans_key, threshold)
         if threshold > 0.0:  # draw what the record holds
-            from ..entities import get_entities, set_entities
+            from ..entities import get_entities, scoring_at_least, set_entities
 
-            set_entities(doc, [e for e in get_entities(doc, self.spans_key) if e.score is None or e.score >= threshold], self.spans_key)
+            set_entities(doc, scoring_at_least(get_entities(doc, self.spans_key), threshold), self.spans_key)
         html = render_entities([doc], spans_key=self.spans_key, page=False, jupyter=False)
         grids = grid_figures(self.nlp, [self.nlp.make_doc(text)], self.spans_key) if grid else []
         return {"html": html, "record": record, "grids": grids}
-
 
     def metadata(self) -> Dict[str, Any]:
         meta = self.nlp.meta
