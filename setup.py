@@ -39,12 +39,12 @@ setup(
     entry_points={
         "spacy_factories": ["w2ner = spacy_w2ner.component:make_w2ner"],
         "spacy_architectures": [
-            "spacy_w2ner.W2NER.v1 = spacy_w2ner.model:build_w2ner_model",
-            "spacy_w2ner.ChunkedTransformerModel.v1 = spacy_w2ner.encoders:chunked_transformer_model",
-            "spacy_w2ner.TransformerListener.v1 = spacy_w2ner.encoders:chunked_transformer_listener",
+            "spacy_w2ner.W2NER.v1 = spacy_w2ner.model.architecture:build_w2ner_model",
+            "spacy_w2ner.ChunkedTransformerModel.v1 = spacy_w2ner.encoders.transformer:chunked_transformer_model",
+            "spacy_w2ner.TransformerListener.v1 = spacy_w2ner.encoders.listener:chunked_transformer_listener",
         ],
         "spacy_scorers": ["spacy_w2ner.entity_scorer.v1 = spacy_w2ner.scorer:make_entity_scorer"],
-        "thinc_layers": ["spacy_w2ner.reduce_max.v1 = spacy_w2ner.pooling:reduce_max_with_empty"],
+        "thinc_layers": ["spacy_w2ner.reduce_max.v1 = spacy_w2ner.encoders.pooling:reduce_max_with_empty"],
         "spacy_readers": [
             "spacy_w2ner.W2NERJsonCorpus.v1 = spacy_w2ner.formats.readers:create_w2ner_json_corpus",
             "spacy_w2ner.DaiCorpus.v1 = spacy_w2ner.formats.readers:create_dai_corpus",
@@ -53,8 +53,8 @@ setup(
             "spacy_w2ner.BratCorpus.v1 = spacy_w2ner.formats.readers:create_brat_corpus",
         ],
         "spacy_misc": [
-            "spacy_w2ner.bundled_encoder_path.v1 = spacy_w2ner.encoders:bundled_encoder_path",
-            "spacy_w2ner.encoder_path.v1 = spacy_w2ner.assets:encoder_path",
+            "spacy_w2ner.bundled_encoder_path.v1 = spacy_w2ner.encoders.assets:bundled_encoder_path",
+            "spacy_w2ner.encoder_path.v1 = spacy_w2ner.encoders.assets:encoder_path",
         ],
     },
     classifiers=[

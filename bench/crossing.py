@@ -17,7 +17,7 @@ from pathlib import Path
 import spacy
 
 from spacy_w2ner import get_entities
-from spacy_w2ner.annotate import load_pipeline, sentence_setters
+from spacy_w2ner.common import load_pipeline, sentence_setters
 
 ROOT = Path(__file__).resolve().parents[1]
 

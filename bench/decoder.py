@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spacy_w2ner.grid import NNW, THW_OFFSET, decode_grid
+from spacy_w2ner.grid.codec import NNW, THW_OFFSET, decode_grid
 
 
 def worst_case_grids(n: int, seed: int = 0):

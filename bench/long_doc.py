@@ -30,7 +30,7 @@ def run_case(model: str, length: int, sentences: bool, repeats: int = 1, corpus:
     import spacy
     from spacy.tokens import Doc
 
-    from spacy_w2ner.annotate import sentence_setters
+    from spacy_w2ner.common import sentence_setters
 
     nlp = spacy.load(model)
     # Without sentence boundaries means windows: the project's pipelines' sentencizer is off.

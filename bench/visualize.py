@@ -43,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
     import spacy
 
-    from spacy_w2ner.annotate import load_pipeline
+    from spacy_w2ner.common import load_pipeline
     from spacy_w2ner.entities import get_entities
     from spacy_w2ner.visualize import render_entities
 

@@ -1,31 +1,71 @@
 """spacy-w2ner: flat, nested and discontinuous NER for spaCy (W2NER, Li et al. 2022).
 
-Importing the package registers the ``w2ner`` factory, the
-``spacy_w2ner.W2NER.v1`` architecture, the ``spacy_w2ner.entity_scorer.v1``
-scorer, the corpus readers (``spacy_w2ner.W2NERJsonCorpus.v1``, ``DaiCorpus.v1``,
-``ConllCorpus.v1``, ``BmesCorpus.v1``, ``BratCorpus.v1``) and helpers; torch
-modules are only built when a model is initialized.
+The folders are the layers, each importing only the ones above it in this list:
+
+* ``entities``: the ``Entity`` type and the ``doc.spans`` contract (``get_entities``, ``set_entities``);
+* ``formats/``: corpus formats <-> Docs (``convert``, ``export``, the registered corpus readers);
+* ``grid/``: pure numpy: the grid codec, segments (sentences, windows, batches), training targets;
+* ``nn/``: torch only: the grid network, the fused optimizer step;
+* ``model/``: Thinc wiring: ``spacy_w2ner.W2NER.v1``, docs -> scored grids (its docstring states the
+  data flow once);
+* ``encoders/``: word vectors from transformers with bounded memory, where encoders live;
+* ``component``, ``scorer``, ``diagnostics``, ``memory``: the ``w2ner`` pipe and what it needs;
+* ``common``, ``messages``, ``extras``: what every command shares (loading a pipeline, options,
+  engines, error texts, the optional integrations' imports);
+* ``annotate/``, ``serve/``, ``visualize/``: documents at any scale, an HTTP service, pictures;
+* ``cli``: ``python -m spacy_w2ner``.
+
+A document's way through: formats -> Doc -> (encoder -> word vectors) -> segments -> padded
+batches -> grid network -> relation grids -> decoded entities -> ``doc.spans`` -> records,
+pages and pictures.
+
+Importing the package registers the ``w2ner`` factory, the ``spacy_w2ner.W2NER.v1``
+architecture, the ``spacy_w2ner.entity_scorer.v1`` scorer, the corpus readers
+(``spacy_w2ner.W2NERJsonCorpus.v1``, ``DaiCorpus.v1``, ``ConllCorpus.v1``, ``BmesCorpus.v1``,
+``BratCorpus.v1``) and the encoder paths; the transformer layers register through entry points
+when a config names them. ``annotate``, ``annotate_dataset`` and ``load_pipeline`` are imported
+when first used.
 """
-from .assets import encoder_path
 from .component import W2NER, make_w2ner
-from .encoders import bundled_encoder_path
+from .encoders.assets import bundled_encoder_path, encoder_path
+from .encoders.pooling import reduce_max_with_empty
 from .entities import Entity, get_entities, set_entities
-from .model import build_w2ner_model
-from .pooling import reduce_max_with_empty
 from .formats import readers  # noqa: F401  (registers the corpus readers)
+from .model.architecture import build_w2ner_model
 from .scorer import score_entities
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+# Public names whose modules are imported when first used (they bring pydantic, tqdm, Ray).
+_LAZY = {
+    "annotate": "spacy_w2ner.annotate.dispatch",
+    "AnnotateOptions": "spacy_w2ner.annotate.options",
+    "annotate_dataset": "spacy_w2ner.annotate.ray",
+    "load_pipeline": "spacy_w2ner.common",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'spacy_w2ner' has no attribute {name!r}")
+
 
 __all__ = [
     "W2NER",
+    "AnnotateOptions",
     "Entity",
-    "get_entities",
-    "set_entities",
-    "score_entities",
+    "annotate",
+    "annotate_dataset",
     "build_w2ner_model",
     "bundled_encoder_path",
     "encoder_path",
+    "get_entities",
+    "load_pipeline",
     "make_w2ner",
     "reduce_max_with_empty",
+    "score_entities",
+    "set_entities",
 ]

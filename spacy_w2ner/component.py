@@ -1,13 +1,11 @@
 """The ``w2ner`` pipeline component: a thin TrainablePipe over the W2NER grid model.
 
-Wiring only: the model (``model.py``) maps docs to grid scores per segment, the
-segments' grids are decoded and merged per doc (``segments.decode_segments``),
+Wiring only: the model (``model/``) maps docs to grid scores per segment, the
+segments' grids are decoded and merged per doc (``grid.segments.decode_segments``),
 entities are written with the ``doc.spans`` contract (``entities.py``); in
-training, gold entities become grid targets (``targets.py``).
+training, gold entities become grid targets (``grid.targets``).
 """
-import warnings
-from collections import Counter
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import srsly
 from spacy import util
@@ -19,19 +17,26 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats4d
 
-from .entities import Entity, flat_entities, get_entities, scoring_at_least, set_entities, without_edge_whitespace
-from .grid import n_relations
-from .memory import release_freed_memory
-from .model import (
-    GridBatch,
-    build_for_loading,
-    grid_scorer_dims,
-    legacy_grid_scorer_dims,
-    segment_grids,
+from .diagnostics import OnceWarnings
+from .entities import (
+    Entity,
+    check_threshold,
+    flat_entities,
+    get_entities,
+    scoring_at_least,
+    set_entities,
+    without_edge_whitespace,
 )
+from .grid.codec import n_relations
+from .grid.segments import decode_segments
+from .grid.targets import count_unlearnable, gold_entities, gold_grids
+from .memory import ReleasingPipe
+from .model.loss import grid_cross_entropy
+from .model.grid_scorer import build_for_loading, grid_scorer_dims, legacy_grid_scorer_dims
+from .model.predictions import segment_grids
+from .model.types import GridBatch
+from .nn.fused_adam import ScaledOptimizer
 from .scorer import score_entities
-from .segments import decode_segments
-from .targets import count_unlearnable, gold_entities, gold_grids
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -69,38 +74,6 @@ window_size = 1
 maxout_pieces = 3
 """
 DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
-TRIM_EVERY_DOCS = 64  # W2NER.pipe gives freed memory back at most this often
-
-# Why a gold or predicted entity was not used, and what to do about it (warned once per cause).
-CAUSES = {
-    "misaligned": (
-        "gold entities could not be aligned to the predicted tokenization and were left out "
-        "of the loss"
-    ),
-    "unlearnable": (
-        "gold entities cross a sentence boundary or are longer than max_window, so no grid "
-        "holds them whole; they cannot be learned. Check the sentence boundaries, or raise "
-        "max_window"
-    ),
-    "thw_conflict": (
-        "gold entities share their first and last word with an entity of another label; "
-        "one tail-to-head cell holds one label (the first entity's), so they are left out "
-        "of the loss"
-    ),
-    "no_sentences": (
-        "documents longer than max_window={max_window} tokens have no sentence boundaries: they "
-        "are gridded in overlapping windows that cross sentences, so an entity may span two "
-        "sentences, and prediction is slower. Set sentence boundaries before w2ner, e.g. "
-        "nlp.add_pipe('sentencizer', before='{name}') (the project's pipelines have one)"
-    ),
-    "truncated": (
-        "tail-head grid cells were not fully read: they had more than max_paths_per_edge "
-        "entity paths, or their sentence more than 16 paths per word. Only the first paths "
-        "were kept; a grid like this comes from an undertrained model"
-    ),
-}
-
-
 @Language.factory(
     "w2ner",
     assigns=["doc.spans", "doc.ents"],
@@ -156,8 +129,11 @@ def make_w2ner(
     )
 
 
-class W2NER(TrainablePipe):
-    """Unified NER: every word pair of a sentence gets a relation (NONE, NNW, THW-label)."""
+class W2NER(ReleasingPipe, TrainablePipe):
+    """Unified NER: every word pair of a sentence gets a relation (NONE, NNW, THW-label).
+
+    Its ``pipe`` gives the memory its batches freed back to the system (``memory.ReleasingPipe``).
+    """
 
     def __init__(
         self,
@@ -181,15 +157,13 @@ class W2NER(TrainablePipe):
         self.name = name
         self.spans_key = spans_key
         self.max_paths_per_edge = max_paths_per_edge
-        self._docs_since_trim = 0  # docs predicted since freed memory was last given back (pipe)
         self.set_ents = set_ents
         self.learn_rate_scale = learn_rate_scale
         self.threshold = threshold
         self.scorer = scorer
         # labels; nI and nO (the grid network's dims) once initialized
         self.cfg: Dict[str, object] = {"labels": []}
-        # Running totals of the causes in CAUSES; each is warned about once.
-        self.warning_counts: Counter = Counter()
+        self._warnings = OnceWarnings(name)
 
     @property
     def threshold(self) -> float:
@@ -198,9 +172,12 @@ class W2NER(TrainablePipe):
 
     @threshold.setter
     def threshold(self, value: float) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-            raise ValueError(f"threshold must be between 0 and 1, got {value!r}")
-        self._threshold = float(value)
+        self._threshold = check_threshold(value)
+
+    @property
+    def warning_counts(self):
+        """Running totals of the causes in ``diagnostics.CAUSES`` (each warned about once)."""
+        return self._warnings.counts
 
     # Labels -------------------------------------------------------------------
 
@@ -250,7 +227,7 @@ class W2NER(TrainablePipe):
         if labels is not None:
             for label in labels:
                 self.add_label(label)
-        sample = self._read_examples(get_examples, read_labels=labels is None)
+        sample = _labels_and_sample(get_examples, self if labels is None else None, self.spans_key)
         if not self.labels:
             raise ValueError(
                 f"Cannot initialize '{self.name}': it has no labels. Provide training "
@@ -263,18 +240,6 @@ class W2NER(TrainablePipe):
         self.model.initialize(X=[example.predicted for example in sample] or None)
         self.cfg.update(grid_scorer_dims(self.model))
 
-    def _read_examples(self, get_examples: Callable[[], Iterable[Example]], read_labels: bool) -> List[Example]:
-        """One pass over the examples: their labels added in order of appearance (when
-        ``read_labels``); the first ten returned, the others let go."""
-        sample: List[Example] = []
-        for example in get_examples():
-            if read_labels:
-                for entity in get_entities(example.reference, self.spans_key):
-                    self.add_label(entity.label)
-            if len(sample) < 10:
-                sample.append(example)
-        return sample
-
     # Prediction ---------------------------------------------------------------
 
     def predict(self, docs: Iterable[Doc]) -> List[List[Entity]]:
@@ -284,26 +249,14 @@ class W2NER(TrainablePipe):
             return [[] for _ in docs]
         max_window = self.model.attrs["max_window"]
         unsegmented = sum(len(doc) > max_window and not doc.has_annotation("SENT_START") for doc in docs)
-        self._warn_once("no_sentences", unsegmented, max_window=max_window)
-        grids = segment_grids(self.model.ops, self.model.predict(docs))
+        self._warnings.count("no_sentences", unsegmented, max_window=max_window)
+        grids = segment_grids(self.model.predict(docs))
         found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge)
-        self._warn_once("truncated", truncated)
+        self._warnings.count("truncated", truncated)
         return [
             [entity.with_label(self.labels[entity.label]) for entity in without_edge_whitespace(entities, doc)]
             for doc, entities in zip(docs, found)
         ]
-
-    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
-        """spaCy's ``TrainablePipe.pipe``, giving the memory its batches freed back to the system
-        (``memory.py``) in whichever process runs the model: after a batch, once at least
-        ``TRIM_EVERY_DOCS`` docs went by (a trim costs about 2.5 ms: after every one-doc batch of
-        the HTTP service it would cost a fifth of a sentence's time)."""
-        for count, doc in enumerate(super().pipe(stream, batch_size=batch_size), start=1):
-            yield doc
-            self._docs_since_trim += 1  # across calls: a service calls pipe once per small batch
-            if count % batch_size == 0 and self._docs_since_trim >= TRIM_EVERY_DOCS:
-                release_freed_memory()
-                self._docs_since_trim = 0
 
     def set_annotations(self, docs: Iterable[Doc], predictions: List[List[Entity]]) -> None:
         for doc, entities in zip(docs, predictions):
@@ -346,44 +299,26 @@ class W2NER(TrainablePipe):
         """Cross-entropy over the valid grid cells, averaged over all of them."""
         gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
         segments = [segment for batch in outputs for segment in batch.segments]
-        self._warn_once("misaligned", misaligned)
-        self._warn_once("unlearnable", count_unlearnable(gold, segments))
+        self._warnings.count("misaligned", misaligned)
+        self._warnings.count("unlearnable", count_unlearnable(gold, segments))
         n_cells = max(sum(s.length * s.length for s in segments), 1)
-        ops = self.model.ops
         loss = 0.0
         conflicts = 0
         gradients = []
         for batch in outputs:
             targets, weights, batch_conflicts = gold_grids(batch.segments, batch.logits.shape[1], gold)
+            batch_loss, gradient = grid_cross_entropy(self.model.ops, batch.logits, targets, weights, n_cells)
+            loss += batch_loss
             conflicts += batch_conflicts
-            targets = ops.asarray(targets, dtype="int64")
-            weights = ops.asarray(weights, dtype="float32")
-            probs = ops.softmax(batch.logits, axis=-1)
-            picked = ops.xp.take_along_axis(probs, targets[..., None], axis=-1)[..., 0]
-            loss += float((-ops.xp.log(picked + 1e-12) * weights).sum())
-            one_hot = ops.xp.eye(probs.shape[-1], dtype=probs.dtype)[targets]
-            gradients.append((probs - one_hot) * (weights[..., None] / n_cells))
-        self._warn_once("thw_conflict", conflicts)
+            gradients.append(gradient)
+        self._warnings.count("thw_conflict", conflicts)
         return loss / n_cells, gradients
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Apply the gradients: tok2vec at the optimizer's rate, the grid network scaled."""
         # The w2ner root node holds no parameters of its own.
         self.model.get_ref("tok2vec").finish_update(sgd)
-        self._grid_scorer.finish_update(_ScaledOptimizer(sgd, self.learn_rate_scale))
-
-    def _warn_once(self, cause: str, count: int, **details) -> None:
-        """Count a cause; warn the first time it occurs, pointing at the running total."""
-        if count <= 0:
-            return
-        first = self.warning_counts[cause] == 0
-        self.warning_counts[cause] += count
-        if first:
-            text = CAUSES[cause].format(name=self.name, **details)
-            warnings.warn(
-                f"[{self.name}] {count} {text}. Shown once: the running total is "
-                f"nlp.get_pipe({self.name!r}).warning_counts[{cause!r}]."
-            )
+        self._grid_scorer.finish_update(ScaledOptimizer(sgd, self.learn_rate_scale))
 
     # Scoring and serialization --------------------------------------------------
 
@@ -433,18 +368,14 @@ def first_w2ner(nlp: Language) -> Tuple[str, "W2NER"]:
     return found[0]
 
 
-class _ScaledOptimizer:
-    """An optimizer view whose learning rate is the wrapped one's times ``lr_scale``.
-
-    ``shims.unwrap_optimizer`` reads ``wrapped_optimizer`` and ``lr_scale`` for the fused step.
-    """
-
-    def __init__(self, optimizer: Optimizer, scale: float) -> None:
-        self.wrapped_optimizer = optimizer
-        self.lr_scale = scale
-
-    def __call__(self, key, weights, gradient, *, lr_scale: float = 1.0):
-        return self.wrapped_optimizer(key, weights, gradient, lr_scale=lr_scale * self.lr_scale)
-
-    def __getattr__(self, name):
-        return getattr(self.wrapped_optimizer, name)
+def _labels_and_sample(get_examples: Callable[[], Iterable[Example]], pipe: Optional[W2NER], spans_key: str) -> List[Example]:
+    """One pass over the examples: their labels added to ``pipe`` in order of appearance (unless
+    it is None); the first ten examples returned as the model's sample, the others let go."""
+    sample: List[Example] = []
+    for example in get_examples():
+        if pipe is not None:
+            for entity in get_entities(example.reference, spans_key):
+                pipe.add_label(entity.label)
+        if len(sample) < 10:
+            sample.append(example)
+    return sample

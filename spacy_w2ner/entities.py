@@ -195,6 +195,13 @@ def set_entities(
         doc.spans[spans_key].attrs[SCORES_ATTR] = np.zeros((0,), dtype="float32")
 
 
+def check_threshold(value) -> float:
+    """``value`` as a float if it can be an entity score threshold (0 to 1); ValueError if not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"threshold must be between 0 and 1, got {value!r}")
+    return float(value)
+
+
 def scoring_at_least(entities: Iterable[Entity], threshold: float) -> List[Entity]:
     """The entities whose score is at least ``threshold`` (unscored ones are kept; 0 keeps all):
     the rule of the component's ``threshold``, annotate's records and the service's drawings."""

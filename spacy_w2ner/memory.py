@@ -4,8 +4,8 @@ Grid batches of ever new sizes leave glibc's heap holding freed memory it keeps 
 annotating repeated CADEC sentences, the bytes in use stayed at 320-370 MB while the heap, and
 with it the resident memory, grew to 1.8 GB (bench/annotate_memory.py). The w2ner component
 trims after a batch it predicts once 64 docs went by (``W2NER.pipe``), so every process that runs the model does
-it: ``nlp.pipe``, ``--n-process`` workers, Ray actors, the HTTP service. Elsewhere than on
-glibc, nothing happens.
+it: ``nlp.pipe``, ``--n-process`` workers, Ray actors, the HTTP service (``ReleasingPipe``).
+Elsewhere than on glibc, nothing happens.
 
 Within one long document the same happens batch by batch: each 256-token window's grid
 temporaries (tens of MB, under glibc's largest mmap threshold, so taken from the heap) are
@@ -17,9 +17,12 @@ once every so many grid cells (bench/long_doc.py --after-corpus).
 import ctypes
 import ctypes.util
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
+from spacy.tokens import Doc
 from thinc.api import NumpyOps
+
+TRIM_EVERY_DOCS = 64  # ReleasingPipe gives freed memory back at most this often
 
 
 def release_freed_memory() -> None:
@@ -55,3 +58,20 @@ class ReleaseEvery:
         if self._since >= self.cells:
             release_freed_memory()
             self._since = 0
+
+
+class ReleasingPipe:
+    """Mixin for a ``TrainablePipe``: its ``pipe`` gives the memory its batches freed back to the
+    system in whichever process runs it, after a batch, once at least ``TRIM_EVERY_DOCS`` docs went
+    by (counted across calls: a service calls ``pipe`` once per small batch, and a trim after
+    every one-doc batch would cost a fifth of a sentence's time; bench/README.md, "Serving")."""
+
+    _docs_since_trim = 0
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        for count, doc in enumerate(super().pipe(stream, batch_size=batch_size), start=1):
+            yield doc
+            self._docs_since_trim += 1
+            if count % batch_size == 0 and self._docs_since_trim >= TRIM_EVERY_DOCS:
+                release_freed_memory()
+                self._docs_since_trim = 0

@@ -129,7 +129,7 @@ def test_threshold_and_sentencizer_options(tmp_path, model):
     sure = records_of(tmp_path / "sure.jsonl")[0]["entities"]
     assert sure == [e for e in everything if e["score"] >= 0.999] and len(sure) < len(everything)
     nlp = spacy.load(model)
-    from spacy_w2ner.annotate import load_pipeline, sets_sentences
+    from spacy_w2ner.common import load_pipeline, sets_sentences
 
     assert not sets_sentences(nlp) and sets_sentences(load_pipeline(model, sentencizer=True))
     assert load_pipeline(model, sentencizer=True).pipe_names.index("sentencizer") == 0
@@ -185,7 +185,7 @@ def test_reading_streams_without_loading_the_whole_input(tmp_path):
 def test_freed_memory_goes_back_to_the_system_after_every_batch(tmp_path, model, monkeypatch):
     """Resident memory follows what is in use, not glibc's heap (bench/README.md, annotate): the
     w2ner component trims after a batch once 64 docs went by, in whichever process runs it."""
-    import spacy_w2ner.component as component_module
+    import spacy_w2ner.memory as component_module
     from spacy_w2ner.memory import malloc_trim
 
     assert malloc_trim() is not None  # glibc: the CI machines and this one
@@ -257,7 +257,7 @@ def test_the_package_and_the_local_path_work_without_ray(tmp_path, model):
         "from spacy_w2ner.annotate import annotate\n"
         f"summary = annotate({str(model)!r}, {str(source)!r}, {str(tmp_path / 'out.jsonl')!r}, progress=False)\n"
         "assert summary.written == 1, summary\n"
-        "from spacy_w2ner.annotate_ray import annotate_with_ray\n"
+        "from spacy_w2ner.annotate.ray import annotate_with_ray\n"
         "try:\n"
         f"    annotate_with_ray({str(model)!r}, {str(source)!r}, {str(tmp_path / 'ray.jsonl')!r})\n"
         "except ImportError as err:\n"
@@ -293,10 +293,10 @@ def test_every_record_validates_against_the_schema_the_schema_command_prints(tmp
 
 def test_the_command_has_every_option_of_the_options_type():
     from spacy_w2ner.annotate import AnnotateOptions
-    from spacy_w2ner.annotate.options import cli_fields
+    from spacy_w2ner.common import cli_fields
 
     help_text = cli("annotate", "--help").stdout
-    for name, _, _ in cli_fields():
+    for name, _, _ in cli_fields(AnnotateOptions):
         assert "--" + name.replace("_", "-") in help_text, name
     with pytest.raises(TypeError, match="unknown annotate option"):
         AnnotateOptions.of(bacth_size=3)
@@ -308,7 +308,7 @@ def test_the_command_has_every_option_of_the_options_type():
 def test_freed_memory_goes_back_across_small_pipe_calls(trained_nlp, monkeypatch):
     """The HTTP service calls nlp.pipe once per small batch: the docs are counted across calls,
     so its memory is given back too (every 64 docs at the end of a batch)."""
-    import spacy_w2ner.component as component_module
+    import spacy_w2ner.memory as component_module
 
     trims = []
     monkeypatch.setattr(component_module, "release_freed_memory", lambda: trims.append(1))

@@ -45,7 +45,7 @@ def lines_of(path):
 
 
 def test_the_ray_engine_writes_the_records_of_the_local_path(tmp_path, model, local_ray):
-    from spacy_w2ner.annotate_ray import annotate_with_ray
+    from spacy_w2ner.annotate.ray import annotate_with_ray
 
     rows = [json.dumps({"id": f"d{i}", "text": TEXTS[i % 4] + f" {i}", "batch": i // 7}) for i in range(40)]
     rows[5] = "{broken"
@@ -61,7 +61,7 @@ def test_the_ray_engine_writes_the_records_of_the_local_path(tmp_path, model, lo
 
 
 def test_annotate_dataset_composes_with_rays_readers(tmp_path, model, local_ray):
-    from spacy_w2ner.annotate_ray import annotate_dataset
+    from spacy_w2ner.annotate.ray import annotate_dataset
 
     rows = [{"id": i, "text": TEXTS[i % 4], "site": "forum"} for i in range(12)] + [{"id": 99, "text": None, "site": "x"}]
     source = write(tmp_path, "docs.jsonl", "\n".join(json.dumps(row) for row in rows) + "\n")
@@ -90,7 +90,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_worker_killed_mid_run_leaves_every_record_once(tmp_path, model, local_ray, actor_pids):
-    from spacy_w2ner.annotate_ray import annotate_dataset
+    from spacy_w2ner.annotate.ray import annotate_dataset
 
     n = 3000  # long enough that the actors are busy when one is killed
     ds = ray.data.from_items([{"id": i, "text": TEXTS[i % 4]} for i in range(n)], override_num_blocks=60)

@@ -256,8 +256,8 @@ def test_custom_spans_key_renames_scores():
 
 
 def test_decoder_cap_warns_once_with_a_running_count(trained_nlp, monkeypatch):
-    from spacy_w2ner.model import GridBatch
-    from spacy_w2ner.segments import Segment
+    from spacy_w2ner.model.types import GridBatch
+    from spacy_w2ner.grid.segments import Segment
 
     nlp = spacy.blank("en")
     nlp.add_pipe("w2ner", config={**SMALL_W2NER_CONFIG, "max_paths_per_edge": 3})
@@ -389,8 +389,8 @@ def test_bad_model_settings_fail_when_the_pipe_is_created(setting, value, messag
 def test_defaults_live_in_the_factory_config_only():
     import inspect
 
-    from spacy_w2ner.model import build_w2ner_model
-    from spacy_w2ner.network import GridNetwork
+    from spacy_w2ner.model.architecture import build_w2ner_model
+    from spacy_w2ner.nn.network import GridNetwork
 
     for function in (build_w2ner_model, GridNetwork.__init__):
         sizes = {"lstm_size", "conv_size", "biaffine_size", "ffnn_size", "dilations", "input_dropout", "max_window"}
@@ -406,8 +406,8 @@ def test_defaults_live_in_the_factory_config_only():
 def test_no_entity_starts_or_ends_on_whitespace():
     """An untrained model predicts entities everywhere, whitespace tokens included: none is written
     starting or ending (in any fragment) on a whitespace token."""
-    from spacy_w2ner.model import segment_grids
-    from spacy_w2ner.segments import decode_segments
+    from spacy_w2ner.model.predictions import segment_grids
+    from spacy_w2ner.grid.segments import decode_segments
 
     spacy.util.fix_random_seed(0)
     nlp = spacy.blank("en")
@@ -416,7 +416,7 @@ def test_no_entity_starts_or_ends_on_whitespace():
     text = "Fatima had\n\nstomach \n pain  and \n\n nausea .\n  Then   headaches \n" * 3
     pipe = nlp.get_pipe("w2ner")
     doc = nlp.make_doc(text)
-    raw, _ = decode_segments(segment_grids(pipe.model.ops, pipe.model.predict([doc])), 1, 64)
+    raw, _ = decode_segments(segment_grids(pipe.model.predict([doc])), 1, 64)
     def edges_on_space(entity):
         return any(doc[s].is_space or doc[e - 1].is_space for s, e in entity.fragments)
     assert any(edges_on_space(e) for e in raw[0]), "the check below would prove nothing"

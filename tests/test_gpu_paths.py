@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import spacy
 
-from spacy_w2ner.model import grad_scaler_settings, grid_probabilities
+from spacy_w2ner.model.grid_scorer import grad_scaler_settings
+from spacy_w2ner.model.predictions import grid_probabilities
 
 from .conftest import SMALL_W2NER_CONFIG, make_examples
 
@@ -60,7 +61,7 @@ def test_dilated_convolutions_get_contiguous_channels_first_input():
     # ~50x slower (bench/results/gpu-h100-2026-11-23/profile-fp32-before-conv-fix.txt).
     import torch
 
-    from spacy_w2ner.network import DilatedConvolutions
+    from spacy_w2ner.nn.network import DilatedConvolutions
 
     convolutions = DilatedConvolutions(8, [1, 2, 3])
     seen = []
@@ -77,7 +78,7 @@ def test_lstm_weights_stay_in_one_block_after_an_optimizer_step():
     # before the LSTM runs (cuDNN otherwise copies them on every call).
     import torch
 
-    from spacy_w2ner.network import GridNetwork
+    from spacy_w2ner.nn.network import GridNetwork
 
     network = GridNetwork(
         8, 4, lstm_size=8, dist_emb_size=4, region_emb_size=4, conv_size=8, dilations=[1, 2],
@@ -103,7 +104,7 @@ def test_grids_padded_to_a_multiple_of_8_predict_and_train_the_same(trained_nlp,
     # padding is masked, so entities, scores and the loss do not change.
     import torch
 
-    from spacy_w2ner import grid_batches
+    from spacy_w2ner.model import batches as grid_batches
 
     from .conftest import TRAIN_DATA
 

@@ -7,7 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from spacy_w2ner.entities import as_entity
-from spacy_w2ner.grid import (
+from spacy_w2ner.grid.codec import (
     NNW,
     NONE,
     THW_OFFSET,
@@ -417,7 +417,7 @@ def test_encode_decode_roundtrip(case):
 
 def test_thw_conflicts_counts_what_encode_grid_leaves_out():
     from spacy_w2ner.entities import Entity
-    from spacy_w2ner.grid import thw_conflicts
+    from spacy_w2ner.grid.codec import thw_conflicts
 
     entities = [Entity(0, (A, B, C)), Entity(1, (A, C)), Entity(0, (A, C)), Entity(2, (A, D, C)), Entity(1, (D,))]
     _, conflicts = encode_grid(entities, 5)
@@ -429,7 +429,7 @@ def test_thw_conflicts_counts_what_encode_grid_leaves_out():
 
 def test_gold_cells_are_the_grid_encode_grid_writes():
     from spacy_w2ner.entities import Entity
-    from spacy_w2ner.grid import gold_cells
+    from spacy_w2ner.grid.codec import gold_cells
 
     entities = [Entity(1, (A, C)), Entity(0, (A, B, C)), Entity(1, (A, D)), Entity(1, (A, B, D)), Entity(0, (E,))]
     cells, conflicts = gold_cells(entities, 5)

@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 from spacy.tokens import Doc
 from thinc.api import NumpyOps
 
-from spacy_w2ner.padding import add_unpadded, all_word_vectors, pad_segments, padding_rows
-from spacy_w2ner.segments import batch_by_cells, segment_docs
+from spacy_w2ner.model.padding import add_unpadded, all_word_vectors, pad_segments, padding_rows
+from spacy_w2ner.grid.segments import batch_by_cells, segment_docs
 
 from .conftest import VOCAB
 
@@ -71,7 +71,7 @@ def test_predicting_on_the_cpu_gives_freed_memory_back_every_so_many_cells(train
     """A long document without sentences is many window batches: the heap is trimmed between
     them (once every RELEASE_CELLS cells), so its resident memory stays flat (memory.py)."""
     import spacy_w2ner.memory as memory
-    import spacy_w2ner.model as model_module
+    import spacy_w2ner.model.architecture as model_module
 
     trims = []
     monkeypatch.setattr(memory, "release_freed_memory", lambda: trims.append(1))

@@ -35,7 +35,7 @@ def _value(text: str):
 
 
 def mpnet_fetched() -> bool:
-    from spacy_w2ner.assets import AssetError, encoder_path
+    from spacy_w2ner.encoders.assets import AssetError, encoder_path
 
     try:
         encoder_path("all-mpnet-base-v2")

@@ -2,7 +2,7 @@
 import torch
 from torch.nn import functional as F
 
-from spacy_w2ner.network import (
+from spacy_w2ner.nn.network import (
     N_DISTANCE_BUCKETS,
     REGION_LOWER,
     REGION_PAD,
@@ -230,7 +230,7 @@ def test_dropout_in_train_mode_and_determinism_in_eval_mode():
 
 def test_predicting_in_row_blocks_equals_one_pass(monkeypatch):
     """Without gradients, big grids are built a block of rows at a time: same logits."""
-    from spacy_w2ner import network as network_module
+    from spacy_w2ner.nn import network as network_module
 
     network = make_network().eval()
     vectors = torch.randn(2, 40, INPUT_SIZE)

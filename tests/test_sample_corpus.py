@@ -13,7 +13,7 @@ import pytest
 
 from spacy_w2ner.entities import get_entities
 from spacy_w2ner.formats import read_w2ner_json, summarize
-from spacy_w2ner.grid import decode_grid, encode_grid
+from spacy_w2ner.grid.codec import decode_grid, encode_grid
 
 from .conftest import VOCAB
 

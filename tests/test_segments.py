@@ -10,8 +10,8 @@ from spacy.tokens import Doc
 import numpy as np
 
 from spacy_w2ner.entities import Entity
-from spacy_w2ner.grid import encode_grid
-from spacy_w2ner.segments import (
+from spacy_w2ner.grid.codec import encode_grid
+from spacy_w2ner.grid.segments import (
     Segment,
     batch_by_cells,
     decode_segments,

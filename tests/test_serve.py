@@ -122,7 +122,7 @@ def test_threshold_per_request(server):
 
 BAD_REQUESTS = [
     (b"{not json", {}, 400, "not valid JSON"),
-    (b'{"text": "caf\xe9"}', {}, 400, "not UTF-8"),
+    (b'{"text": "caf\xe9"}', {}, 400, "not valid UTF-8"),
     (json.dumps({"text": "a"}), {"Content-Type": "text/plain"}, 415, "Content-Type: application/json"),
     (json.dumps({"id": 1}), {}, 422, "no 'text'"),
     (json.dumps({"text": 5}), {}, 422, "an int as 'text'"),

@@ -6,8 +6,8 @@ import torch
 from thinc.api import SGD, Adam, PyTorchShim
 from thinc.schedules import warmup_linear
 
-from spacy_w2ner.network import GridNetwork
-from spacy_w2ner.shims import FusedPyTorchShim, autocast_dtype, fuse_updates, unwrap_optimizer
+from spacy_w2ner.nn.network import GridNetwork
+from spacy_w2ner.nn.fused_adam import FusedPyTorchShim, autocast_dtype, fuse_updates, unwrap_optimizer
 
 from .conftest import HAS_MINILM, make_examples
 
@@ -27,7 +27,7 @@ def make_optimizer(**settings):
 
 def run_steps(shim, optimizer, steps=6, lr_scale=None):
     """Give the module the same gradients each run (seeded), call finish_update, step the schedules."""
-    from spacy_w2ner.component import _ScaledOptimizer
+    from spacy_w2ner.nn.fused_adam import ScaledOptimizer as _ScaledOptimizer
 
     generator = torch.Generator().manual_seed(1)
     view = optimizer if lr_scale is None else _ScaledOptimizer(optimizer, lr_scale)
@@ -98,7 +98,7 @@ def test_optimizers_the_fused_step_cannot_reproduce_use_thincs_loop():
 
 
 def test_unwrap_optimizer_multiplies_nested_scales():
-    from spacy_w2ner.component import _ScaledOptimizer
+    from spacy_w2ner.nn.fused_adam import ScaledOptimizer as _ScaledOptimizer
 
     optimizer = make_optimizer()
     assert unwrap_optimizer(_ScaledOptimizer(_ScaledOptimizer(optimizer, 2.0), 5.0)) == (optimizer, 10.0)
@@ -115,7 +115,7 @@ def test_half_dtype_reaches_thincs_autocast_and_is_restored():
 
     from thinc.api import ArgsKwargs
 
-    shim = fuse_updates(PyTorchShim(Probe()), "bfloat16")
+    shim = fuse_updates(PyTorchShim(Probe()), FusedPyTorchShim, "bfloat16")
     assert isinstance(shim, FusedPyTorchShim)
     before = torch.get_autocast_dtype("cuda")
     inputs = ArgsKwargs(args=(torch.ones(2),), kwargs={})
@@ -126,7 +126,7 @@ def test_half_dtype_reaches_thincs_autocast_and_is_restored():
     with autocast_dtype("float16"):
         assert torch.get_autocast_dtype("cuda") == torch.float16
     with pytest.raises(ValueError, match="half_precision must be one of"):
-        fuse_updates(PyTorchShim(Probe()), "float8")
+        fuse_updates(PyTorchShim(Probe()), FusedPyTorchShim, "float8")
 
 
 def test_w2ner_grid_scorer_uses_the_fused_shim(trained_nlp):
@@ -140,7 +140,7 @@ def test_chunked_transformer_uses_the_fused_hf_shim_and_trains_like_thinc():
     """A transformer + w2ner pipeline: fused and Thinc's per-tensor steps give the same weights."""
     import spacy
 
-    from spacy_w2ner.hf_shim import FusedHFShim
+    from spacy_w2ner.nn.hf_shim import FusedHFShim
 
     from .test_transformer import minilm_nlp
 

@@ -122,7 +122,7 @@ def outlined_cells(svg: str, words) -> dict:
 
 @pytest.mark.parametrize("first", ["ADR", "DRUG"])
 def test_grid_outlines_exactly_the_cells_training_uses(first):
-    from spacy_w2ner.grid import encode_grid
+    from spacy_w2ner.grid.codec import encode_grid
 
     words = ["pain", "in", "knees", "and", "ankles"]
     labels = ["ADR", "DRUG"]

@@ -250,7 +250,7 @@ def long_doc(args) -> None:
     from spacy.tokens import Doc
 
     from hooks import peak_gpu_mb
-    from spacy_w2ner.annotate import sentence_setters
+    from spacy_w2ner.common import sentence_setters
 
     device = use_device(args.gpu_id)
     nlp = spacy.load(args.model)

@@ -82,7 +82,7 @@ EOF
 tar -cJf $BUNDLE/minilm.tar.xz -C "$STAGE/minilm" .
 
 # all-mpnet-base-v2: config and tokenizer, and the weights in float16, in parts.
-MPNET=$(python -c "from spacy_w2ner.assets import encoder_path; print(encoder_path('all-mpnet-base-v2'))")
+MPNET=$(python -c "from spacy_w2ner.encoders.assets import encoder_path; print(encoder_path('all-mpnet-base-v2'))")
 FILES="config.json tokenizer.json tokenizer_config.json special_tokens_map.json vocab.txt"
 rm -rf $BUNDLE/mpnet-config $BUNDLE/mpnet.tar.xz.*
 mkdir -p $BUNDLE/mpnet-config "$STAGE/mpnet/all-mpnet-base-v2"

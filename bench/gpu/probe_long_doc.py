@@ -29,9 +29,9 @@ def main() -> None:
 
     from bench import long_document, use_device
     from hooks import synchronize
-    from spacy_w2ner.annotate import sentence_setters
-    from spacy_w2ner.model import segment_grids
-    from spacy_w2ner.segments import batch_by_cells, segment_docs
+    from spacy_w2ner.common import sentence_setters
+    from spacy_w2ner.model.predictions import segment_grids
+    from spacy_w2ner.grid.segments import batch_by_cells, segment_docs
 
     device = use_device(args.gpu_id)
     nlp = spacy.load(args.model)
@@ -57,7 +57,7 @@ def main() -> None:
         synchronize()
         times["network_s"] = time.perf_counter() - start
         start = time.perf_counter()
-        grids = list(segment_grids(model.ops, batches))
+        grids = list(segment_grids(batches))
         times["to_host_s"] = time.perf_counter() - start
         start = time.perf_counter()
         predictions = w2ner.predict([doc])  # network again + decoding

@@ -9,33 +9,28 @@ the HTTP service alike:
    ``Item``s in input order. An input that cannot be a document (not UTF-8, not JSON, no text,
    empty) is an ``Item`` with a ``problem``, reported in order and never silently dropped.
 2. ``options``: ``AnnotateOptions``, every setting once (the command's options are made from
-   it); ``PipelineOptions``, its part that loads the pipeline.
-3. ``run``: ``load_pipeline``, ``annotate_items`` (documents -> records through ``nlp.pipe``),
-   ``prepare_run`` (what every engine does first) and ``annotate`` (the command's work).
-4. ``records``: ``Record``, the schema of a record (``RECORD_SCHEMA`` is its JSON Schema), and
+   it); its pipeline part is ``common.PipelineOptions``.
+3. ``records``: ``Record``, the schema of a record (``RECORD_SCHEMA`` is its JSON Schema), and
    ``make_record``.
-5. ``outputs``: one writer per output (``.jsonl``, ``.spacy``, a brat directory, standard
+4. ``outputs``: one writer per output (``.jsonl``, ``.spacy``, a brat directory, standard
    output) behind ``AnnotationRun``, which writes under temporary names with checkpoints,
    renames when the run completes, and continues an interrupted run (``resume``).
-6. ``ray``: the same on Ray Data (the ``[ray]`` extra; imported only when used).
+5. The engines: ``local`` (``annotate_items``: documents -> records through ``nlp.pipe``;
+   ``prepare_run``: what every engine does first) and ``ray`` (the same on Ray Data, the
+   ``[ray]`` extra, imported only when used); ``dispatch.annotate`` picks one.
+
+Loading the pipeline is shared with every command: ``common.load_pipeline``.
 """
+from .dispatch import annotate
 from .inputs import INPUT_FORMATS, Item, count_inputs, input_format_of, read_inputs, record_item, text_problem
-from .options import AnnotateOptions, PipelineOptions
+from .local import annotate_items, prepare_run
+from .options import AnnotateOptions
 from .outputs import WRITERS, AnnotationError, AnnotationRun, Summary, output_kind, write_in_order
 from .records import RECORD_SCHEMA, EntityRecord, Record, entity_record, make_record, validate_record
-from .run import (
-    annotate,
-    annotate_items,
-    load_pipeline,
-    prepare_run,
-    sentence_setters,
-    sets_sentences,
-    spans_key_of,
-)
 
 __all__ = [
     "INPUT_FORMATS", "RECORD_SCHEMA", "WRITERS", "AnnotateOptions", "AnnotationError", "AnnotationRun", "EntityRecord",
-    "Item", "PipelineOptions", "Record", "Summary", "annotate", "annotate_items", "count_inputs", "entity_record",
-    "input_format_of", "load_pipeline", "make_record", "output_kind", "prepare_run", "read_inputs", "record_item",
-    "sentence_setters", "sets_sentences", "spans_key_of", "text_problem", "validate_record", "write_in_order",
+    "Item", "Record", "Summary", "annotate", "annotate_items", "count_inputs", "entity_record", "input_format_of",
+    "make_record", "output_kind", "prepare_run", "read_inputs", "record_item", "text_problem", "validate_record",
+    "write_in_order",
 ]  # fmt: skip

@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from spacy.tokens import DocBin
 
 from ..formats import NAME_KEY
+from ..messages import not_utf8
 
 INPUT_FORMATS = ("txt", "jsonl", "spacy")
 
@@ -124,7 +125,7 @@ def _decode(raw: bytes) -> Tuple[Optional[str], Optional[str]]:
     try:
         return raw.decode("utf8"), None
     except UnicodeDecodeError as err:
-        return None, f"not valid UTF-8 ({err.reason} at byte {err.start})"
+        return None, not_utf8(err)
 
 
 def _text_item(position: int, source: str, number: int, raw: bytes) -> Item:

@@ -1,36 +1,15 @@
 """The options of an annotation run: one type for the command, the local engine and Ray.
 
 ``AnnotateOptions`` lists every setting once, with its default and its help; the ``annotate``
-command's options are made from it (``cli.py``), ``annotate()`` and the Ray engine take it,
-and ``serve`` takes its pipeline part (``PipelineOptions``). ``check`` says what is wrong
-with a setting before anything runs.
+command's options are made from it (``cli.py``), ``annotate()`` and the Ray engine take it.
+Its pipeline part is ``common.PipelineOptions``, which ``serve`` takes too. ``check`` says
+what is wrong with a setting before anything runs.
 """
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Optional
 
-ENGINES = ("local", "ray")
-
-
-def option(default: Any, help: str, cli: bool = True):
-    """A dataclass field with its help text (``cli``: whether the command has it)."""
-    return field(default=default, metadata={"help": help, "cli": cli})
-
-
-@dataclass
-class PipelineOptions:
-    """How the trained pipeline is loaded and run (``load_pipeline``)."""
-
-    threshold: Optional[float] = option(None, "Leave out entities scoring below this (default: the pipeline's setting, 0 keeps all)")
-    sentencizer: bool = option(False, "Add spaCy's sentencizer before w2ner when no component sets sentence boundaries")
-    max_length: Optional[int] = option(None, "Raise nlp.max_length for longer documents")
-    gpu_id: int = option(-1, "GPU to run on (-1: CPU)")
-
-    def check(self) -> None:
-        if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
-        if self.max_length is not None and self.max_length < 1:
-            raise ValueError(f"max_length must be positive, got {self.max_length}")
+from ..common import PipelineOptions, check_engine, option
+from .inputs import INPUT_FORMATS
 
 
 @dataclass
@@ -66,12 +45,9 @@ class AnnotateOptions(PipelineOptions):
 
     def check(self) -> None:
         super().check()
-        from .inputs import INPUT_FORMATS
-
         if self.input_format is not None and self.input_format not in INPUT_FORMATS:
             raise ValueError(f"unknown input format {self.input_format!r}; choose from {', '.join(INPUT_FORMATS)}")
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be local or ray, got {self.engine!r}")
+        check_engine(self.engine)
         for name in ("batch_size", "n_process", "workers", "documents_per_task"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -79,18 +55,9 @@ class AnnotateOptions(PipelineOptions):
             raise ValueError(f"limit must be 0 (all) or more, got {self.limit}")
 
     def pipeline(self) -> PipelineOptions:
-        """The options ``load_pipeline`` takes; on Ray a worker's GPU is its own device 0."""
-        gpu_id = (0 if self.gpus_per_worker > 0 else -1) if self.engine == "ray" else self.gpu_id
-        return PipelineOptions(self.threshold, self.sentencizer, self.max_length, gpu_id)
+        """The options each worker loads the pipeline with (``common.load_pipeline``)."""
+        return self.on_engine(self.engine, self.gpus_per_worker)
 
     def reader(self) -> Dict[str, Any]:
         """The options ``read_inputs`` takes besides the path and format."""
         return dict(text_key=self.text_key, id_key=self.id_key, doc_per_file=self.doc_per_file)
-
-
-def cli_fields(cls=AnnotateOptions):
-    """(name, default, help) of each option the command line has, in declaration order."""
-    return [(f.name, f.default, f.metadata["help"]) for f in fields(cls) if f.metadata.get("cli", True)]
-
-
-PathLike = Union[str, Path]

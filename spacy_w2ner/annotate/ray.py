@@ -24,31 +24,23 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
+import torch
+
+from ..common import PipelineOptions, load_pipeline, spans_key_of
+from ..extras import connect_ray, require_ray
 from .inputs import Item, read_inputs, record_item
-from .options import AnnotateOptions, PipelineOptions
+from .local import annotate_items, prepare_run
+from .options import AnnotateOptions
 from .outputs import AnnotationError, write_in_order
-from .run import annotate_items, load_pipeline, prepare_run, spans_key_of
 
 RETRIES = 3  # restarts of a dead actor, and retries of its batch
 ACTOR_PIDS_ENV = "SPACY_W2NER_ACTOR_PIDS"
 
 
-def _ray():
-    try:
-        import ray
-    except ImportError:
-        raise ImportError("the Ray engine needs Ray Data: pip install 'spacy-w2ner[ray]'") from None
-    return ray
-
-
 def start_ray(address: Optional[str] = None, num_cpus: Optional[int] = None) -> None:
-    """Connect to the cluster at ``address``, or start a local Ray (no dashboard), unless connected."""
-    ray = _ray()
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        else:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    """Connect to Ray (``extras.connect_ray``) with Ray Data set up for the engine: results in
+    input order, no progress bars of its own (the command shows one), warnings only."""
+    ray = connect_ray(address, num_cpus)
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
     context.enable_progress_bars = False  # the command shows its own
@@ -58,7 +50,7 @@ def start_ray(address: Optional[str] = None, num_cpus: Optional[int] = None) -> 
 def default_cpus_per_worker(workers: int) -> float:
     """One CPU per actor, or less on a small cluster: Ray's read tasks need a CPU too, and
     actors holding every CPU would wait for reads that never run (torch threads: see _PipelineActor)."""
-    total = _ray().cluster_resources().get("CPU", 1.0)
+    total = require_ray().cluster_resources().get("CPU", 1.0)
     return min(1.0, max(0.1, (total - 1.0) / workers))
 
 
@@ -73,8 +65,6 @@ class _PipelineActor:
     role = "PipelineActor"  # Ray Data runs the class under a wrapper's name: the file says which it is
 
     def __init__(self, model: str, options: PipelineOptions, cpus: float):
-        import torch
-
         torch.set_num_threads(max(1, int(cpus)))
         self.nlp = load_pipeline(model, options)
         self.spans_key = spans_key_of(self.nlp)
@@ -104,7 +94,7 @@ class ItemAnnotator(_PipelineActor):
                 "record": None if record is None else json.dumps(record, ensure_ascii=False),
                 "doc_bytes": doc.to_bytes(exclude=["tensor", "user_data"]) if self.with_docs and doc is not None else None,
             })
-        return pa.Table.from_pylist(rows, schema=ANNOTATED_SCHEMA())
+        return pa.Table.from_pylist(rows, schema=annotated_schema())
 
 
 class RowAnnotator(_PipelineActor):
@@ -172,13 +162,15 @@ def _actor_pool(workers: int, cpus: float, gpus: float) -> Dict[str, Any]:
 # ---------------------------------------------------------------- the command's path
 
 
-def ITEM_SCHEMA():
+def item_schema():
+    """The Arrow schema of the rows the read tasks give the actors: serialized ``Item``s."""
     import pyarrow as pa
 
     return pa.schema([("position", pa.int64()), ("item", pa.large_string())])
 
 
-def ANNOTATED_SCHEMA():
+def annotated_schema():
+    """The Arrow schema of the rows the actors give back: the item, its record, its Doc's bytes."""
     import pyarrow as pa
 
     return pa.schema([("position", pa.int64()), ("item", pa.large_string()), ("record", pa.large_string()),
@@ -244,7 +236,7 @@ class _InputDatasource:
                         {"position": item.position, "item": json.dumps(_item_to_row(item), ensure_ascii=False)}
                         for item in read_inputs(path, input_format, start=start, stop=stop, **options)
                     ]
-                    yield pa.Table.from_pylist(rows, schema=ITEM_SCHEMA())
+                    yield pa.Table.from_pylist(rows, schema=item_schema())
 
                 return read
 
@@ -262,7 +254,7 @@ def annotate_with_ray(
 ):
     """The ``annotate`` command on Ray: the same records, errors, checkpoints and resume as the
     local engine (options as ``AnnotateOptions`` and/or keywords)."""
-    ray = _ray()  # before any file is created
+    ray = require_ray()  # before any file is created
     options = AnnotateOptions.of(options, **{"engine": "ray", **overrides})
     if str(input_path) == "-":
         raise AnnotationError("the Ray engine reads files, not standard input: write the input to a file first")

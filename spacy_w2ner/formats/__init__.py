@@ -110,14 +110,25 @@ FORMATS: Dict[str, Format] = {
 EXPORT_FORMATS = [name for name, fmt in FORMATS.items() if fmt.write is not None]
 
 
-def read_corpus(name: str, path: PathLike, nlp: Language, spans_key: str = "w2ner", **options) -> Iterator[Doc]:
-    """Docs of the corpus at ``path`` in format ``name``; options the format does not take are an error."""
+def format_named(name: str) -> Format:
+    """The format called ``name``; ValueError naming the formats there are."""
     if name not in FORMATS:
         raise ValueError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")
-    fmt = FORMATS[name]
-    unknown = sorted(set(options) - set(fmt.options))
+    return FORMATS[name]
+
+
+def check_format_options(name: str, options: Dict[str, Any]) -> None:
+    """ValueError naming the first option (as a command-line flag) that format ``name`` does not take."""
+    unknown = sorted(set(options) - set(format_named(name).options))
     if unknown:
-        raise ValueError(f"the {name} format takes no option {', '.join(unknown)}")
+        flag = "--" + unknown[0].replace("_", "-")
+        raise ValueError(f"{flag} does not apply to the {name} format")
+
+
+def read_corpus(name: str, path: PathLike, nlp: Language, spans_key: str = "w2ner", **options) -> Iterator[Doc]:
+    """Docs of the corpus at ``path`` in format ``name``; options the format does not take are an error."""
+    fmt = format_named(name)
+    check_format_options(name, options)
     options = {**fmt.options, **options}
     fmt.check(**options)
     return fmt.read(path, nlp, spans_key, **options)

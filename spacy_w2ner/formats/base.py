@@ -7,7 +7,8 @@ from typing import Dict, Iterable, List, Optional, Union
 from spacy.tokens import Doc, DocBin
 
 from ..entities import get_entities, overlapping
-from ..grid import thw_conflicts
+from ..grid.codec import thw_conflicts
+from ..messages import not_utf8
 
 # Keys of ``doc.user_data`` written by the readers (kept in a DocBin with user data).
 NAME_KEY = "w2ner_name"  # brat: the document's name (path of the .txt without suffix)
@@ -139,7 +140,7 @@ def read_text(path: Union[str, Path], newline: Optional[str] = None) -> str:
         text = data.decode("utf8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise FormatError(f"{path}:{line}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
+        raise FormatError(f"{path}:{line}: {not_utf8(err)}") from None
     if newline is None:  # universal newlines, as open() reads text
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         if text.startswith("\ufeff"):

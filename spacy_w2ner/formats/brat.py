@@ -27,7 +27,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Un
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
-from ..entities import get_entities, set_entities
+from ..entities import Entity, get_entities, set_entities
 from .base import IGNORED_KEY, NAME_KEY, FormatError, read_text
 
 Tokenizer = Callable[[str], Doc]
@@ -277,29 +277,37 @@ def docs_to_brat(
             report(f"doc {index}: cannot write brat document {name!r} (absolute, '..' or a duplicate name); left out")
             continue
         names.add(name)
-        entities = get_entities(doc, spans_key)
-        ids = [entity.spans[0].id_ if entity.spans else "" for entity in entities]
-        if all(_BRAT_T_ID.fullmatch(i) for i in ids) and len(set(ids)) == len(ids):
-            numbered = sorted(zip(ids, entities), key=lambda pair: int(pair[0][1:]))  # T1, T2, ... T10
-        else:
-            numbered = [(f"T{k + 1}", entity) for k, entity in enumerate(entities)]
-        lines = []
-        for entity_id, entity in numbered:
-            if not entity.label or any(c.isspace() for c in entity.label):
-                report(
-                    f"doc {index} ({name!r}): the {entity.label!r} entity {entity.text!r} cannot be written "
-                    "in brat (its label has whitespace); left out"
-                )
-                continue
-            chars = [(doc[s:e].start_char, doc[s:e].end_char) for s, e in entity.fragments]
-            offsets = ";".join(f"{start} {end}" for start, end in chars)
-            lines.append(f"{entity_id}\t{entity.label} {offsets}\t{_fragment_text(doc.text, chars)}\n")
-        base = out_dir / Path(*relative.parts)
-        base.parent.mkdir(parents=True, exist_ok=True)
-        with open(base.with_name(base.name + ".txt"), "w", encoding="utf8", newline="") as f:
-            f.write(doc.text)
-        ann_path = base.with_name(base.name + ".ann")
-        with open(ann_path, "w", encoding="utf8", newline="") as f:
-            f.writelines(lines)
-        written.append(ann_path)
+        where = f"doc {index} ({name!r})"
+        lines = [_ann_line(doc, entity_id, entity, where, report) for entity_id, entity in _numbered(get_entities(doc, spans_key))]
+        written.append(_write_brat_document(out_dir / Path(*relative.parts), doc.text, [line for line in lines if line]))
     return written
+
+
+def _numbered(entities: List[Entity]) -> List[Tuple[str, Entity]]:
+    """(brat id, entity): the entities' own ``T<number>`` ids in id order when they all have a
+    distinct one (read from brat), else T1, T2... in position order."""
+    ids = [entity.spans[0].id_ if entity.spans else "" for entity in entities]
+    if all(_BRAT_T_ID.fullmatch(i) for i in ids) and len(set(ids)) == len(ids):
+        return sorted(zip(ids, entities), key=lambda pair: int(pair[0][1:]))  # T1, T2, ... T10
+    return [(f"T{k + 1}", entity) for k, entity in enumerate(entities)]
+
+
+def _ann_line(doc: Doc, entity_id: str, entity: Entity, where: str, report: Callable[[str], None]) -> Optional[str]:
+    """The entity's line of the .ann file; None (reported) when brat cannot hold its label."""
+    if not entity.label or any(c.isspace() for c in entity.label):
+        report(f"{where}: the {entity.label!r} entity {entity.text!r} cannot be written in brat (its label has whitespace); left out")
+        return None
+    chars = [(doc[s:e].start_char, doc[s:e].end_char) for s, e in entity.fragments]
+    offsets = ";".join(f"{start} {end}" for start, end in chars)
+    return f"{entity_id}\t{entity.label} {offsets}\t{_fragment_text(doc.text, chars)}\n"
+
+
+def _write_brat_document(base: Path, text: str, lines: List[str]) -> Path:
+    """Write ``base.txt`` and ``base.ann`` exactly as given (no newline translation); the .ann path."""
+    base.parent.mkdir(parents=True, exist_ok=True)
+    with open(base.with_name(base.name + ".txt"), "w", encoding="utf8", newline="") as f:
+        f.write(text)
+    ann_path = base.with_name(base.name + ".ann")
+    with open(ann_path, "w", encoding="utf8", newline="") as f:
+        f.writelines(lines)
+    return ann_path

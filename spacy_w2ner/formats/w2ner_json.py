@@ -14,6 +14,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..entities import get_entities, set_entities
+from ..messages import json_type
 from .base import NAME_KEY, FormatError, read_text
 
 EXTRA_KEY = "w2ner_extra"  # doc.user_data: the record's other keys
@@ -27,7 +28,7 @@ def read_w2ner_json(path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ne
     except json.JSONDecodeError as err:
         raise FormatError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
     if not isinstance(records, list):
-        raise FormatError(f"{path}: expected a JSON array of records, got {_json_type(records)}")
+        raise FormatError(f"{path}: expected a JSON array of records, got {json_type(records)}")
     for i, record in enumerate(records):
         doc = w2ner_record_to_doc(record, vocab, spans_key, where=f"{path}: record {i}")
         doc.user_data[NAME_KEY] = f"{path.stem}-record{i}"
@@ -46,7 +47,7 @@ def w2ner_record_to_doc(record: dict, vocab: Vocab, spans_key: str, where: str) 
     doc = Doc(vocab, words=words)
     mentions = record.get("ner", [])
     if not isinstance(mentions, list):
-        raise FormatError(f"{where}: 'ner' must be a list of entities, got {_json_type(mentions)}")
+        raise FormatError(f"{where}: 'ner' must be a list of entities, got {json_type(mentions)}")
     entities = []
     for j, entity in enumerate(mentions):
         if not isinstance(entity, dict) or "index" not in entity or "type" not in entity:
@@ -66,10 +67,10 @@ def w2ner_record_to_doc(record: dict, vocab: Vocab, spans_key: str, where: str) 
 def _token_indices(index, n_words: int, where: str) -> List[int]:
     """The sorted token indices of an entity's ``index``; FormatError for a wrong type or value."""
     if not isinstance(index, list) or not index:
-        raise FormatError(f"{where}: 'index' must be a non-empty list of token indices, got {_json_type(index)} {index!r}")
+        raise FormatError(f"{where}: 'index' must be a non-empty list of token indices, got {json_type(index)} {index!r}")
     for t in index:
         if isinstance(t, bool) or not isinstance(t, int):
-            raise FormatError(f"{where}: token index {t!r} is {_json_type(t)}, not an integer")
+            raise FormatError(f"{where}: token index {t!r} is {json_type(t)}, not an integer")
         if not 0 <= t < n_words:
             raise FormatError(f"{where}: token index {t} is outside the sentence of {n_words} tokens")
     if len(set(index)) != len(index):
@@ -86,25 +87,6 @@ def _check_text(text: str, where: str) -> None:
             f"{where} ({text!r}) holds a lone surrogate {text[err.start]!r}, which is not a character: "
             "fix the \\u escape in the JSON"
         ) from None
-
-
-def _json_type(value) -> str:
-    """The JSON name of a value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float" if value == value else "NaN"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def docs_to_w2ner_json(

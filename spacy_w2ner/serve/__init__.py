@@ -8,14 +8,16 @@
 * ``requests``: what a request may hold, each problem named with its status code;
 * ``app``: the FastAPI app (routes, errors, limits, the API key), whichever engine answers;
 * ``batching``: dynamic batching for the local engine;
-* ``engines``: the pipeline behind the app (``PipelineRunner``), in this process
-  (``LocalEngine``) or in a Ray Serve replica (``ReplicaEngine``);
-* ``ray_serve``: the deployment on Ray Serve (the ``[serve]`` extra);
+* ``runner``: the pipeline behind the app (``PipelineRunner``), on a thread of its own;
+* ``engines``: the runner in this process (``LocalEngine``) or in a Ray Serve replica
+  (``ReplicaEngine``);
+* ``ray_serve``: the deployment on Ray Serve (the ``[ray]`` extra);
 * ``page``: the page at ``/``.
 
-Needs the ``[serve]`` extra (FastAPI, uvicorn; Ray Serve for ``--engine ray``); the package
-itself never imports this module.
+Needs the ``[serve]`` extra (FastAPI, uvicorn; the ``[ray]`` extra for ``--engine ray``); the
+package itself never imports this module.
 """
+from ..extras import require_serving
 from .options import API_KEY_ENV, ServeOptions
 
 
@@ -35,8 +37,7 @@ def serve(model: str, options: ServeOptions) -> None:
 
         serve_with_ray(model, options)
         return
-    import uvicorn
-
+    uvicorn = require_serving()
     app = create_local_app(model, options)
     uvicorn.run(app, host=options.host, port=options.port, log_level="warning", timeout_graceful_shutdown=5)
 

@@ -15,11 +15,12 @@ wants ``Authorization: Bearer KEY``. No request value names a file.
 """
 import asyncio
 import hmac
+import json
 import logging
 from contextlib import asynccontextmanager
 from typing import Any, Dict, List, Optional
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -39,97 +40,129 @@ CLIENT_GONE = 499  # nginx's code for a client that closed the connection first
 
 
 def create_app(engine, options: ServeOptions) -> FastAPI:
-    """The app, answering with ``engine`` (``engines.LocalEngine`` or a Ray Serve replica's)."""
+    """The app, answering with ``engine`` (``engines.LocalEngine`` or ``engines.ReplicaEngine``).
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        await engine.start()
-        yield
-        await engine.stop()
-
-    app = FastAPI(title="spacy-w2ner", version=__version__, lifespan=lifespan, description=__doc__.split("\n\n")[0])
+    The routes (``router``) find the engine, the options and the API key in ``app.state``.
+    """
+    app = FastAPI(title="spacy-w2ner", version=__version__, lifespan=_lifespan, description=__doc__.split("\n\n")[0])
     app.state.engine = engine
-    api_key = options.resolved_api_key()
-
-    def authorize(request: Request) -> None:
-        if api_key and not hmac.compare_digest(request.headers.get("authorization", ""), f"Bearer {api_key}"):
-            raise RequestProblem(401, "missing or wrong token: send Authorization: Bearer <the server's API key>")
-
-    def require_ready() -> None:
-        if not engine.ready:
-            raise RequestProblem(503, "the pipeline is still loading; retry shortly (GET /ready)")
-
-    @app.exception_handler(RequestProblem)
-    async def refused(request: Request, problem: RequestProblem):
-        headers = {"Retry-After": "1"} if problem.status == 503 else None
-        return JSONResponse({"error": problem.message}, status_code=problem.status, headers=headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, error: RequestValidationError):
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        return JSONResponse({"error": f"{where}: {first.get('msg')}"}, status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException):
-        return JSONResponse({"error": str(error.detail)}, status_code=error.status_code)
-
-    @app.exception_handler(Exception)
-    async def server_error(request: Request, error: Exception):
-        log.error("server error on %s %s: %r", request.method, request.url.path, error)
-        return JSONResponse({"error": f"server error ({type(error).__name__}: {error})"}, status_code=500)
-
-    @app.get("/health")
-    async def health() -> Dict[str, str]:
-        """Alive (the process answers)."""
-        return {"status": "alive"}
-
-    @app.get("/ready")
-    async def ready() -> JSONResponse:
-        """Ready: the pipeline is loaded and has run once (503 until then)."""
-        return JSONResponse({"ready": bool(engine.ready)}, status_code=200 if engine.ready else 503)
-
-    @app.get("/metadata")
-    async def metadata(request: Request) -> Dict[str, Any]:
-        """The pipeline (name, version, components), labels, spans key, threshold range, limits."""
-        authorize(request)
-        return engine.metadata()
-
-    @app.post("/annotate", responses={200: {"model": Record, "description": "the record; a list of records for a list"}})
-    async def annotate(request: Request, threshold: Optional[str] = None) -> Response:
-        """Entities of one document or a list of them: the records ``annotate`` writes."""
-        authorize(request)
-        check_content_type(request.headers.get("content-type"))
-        documents, many = read_documents(await read_body(request, options.max_body_bytes), options)
-        level = read_threshold(threshold, options)
-        require_ready()
-        try:
-            futures = engine.submit(documents, level)
-        except Overloaded as err:
-            raise RequestProblem(503, f"server busy: {err}") from None
-        records = await answers(request, futures, options.timeout_s)
-        if records is None:
-            return Response(status_code=CLIENT_GONE)
-        return JSONResponse(records if many else records[0])
-
-    @app.post("/render", include_in_schema=False)
-    async def render(request: Request) -> Dict[str, Any]:
-        """The page's request: one text drawn with its entities (and grids), and its record."""
-        authorize(request)
-        check_content_type(request.headers.get("content-type"))
-        body = await read_body(request, options.max_body_bytes)
-        documents, _ = read_documents(_text_only(body), options)
-        fields = _json_object(body)
-        level = read_threshold(None if fields.get("threshold") in (None, "") else str(fields["threshold"]), options)
-        require_ready()
-        return await asyncio.wait_for(engine.render(documents[0]["text"], level, bool(fields.get("grid"))), options.timeout_s)
-
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def page() -> str:
-        return PAGE
-
+    app.state.options = options
+    app.state.api_key = options.resolved_api_key()
+    for kind, handler in EXCEPTION_HANDLERS.items():
+        app.add_exception_handler(kind, handler)
+    app.include_router(router)
     app.openapi = lambda: _openapi(app)
     return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    await app.state.engine.start()
+    yield
+    await app.state.engine.stop()
+
+
+def authorize(request: Request) -> None:
+    """Refuse (401) a request without the server's API key, when it has one."""
+    api_key = request.app.state.api_key
+    if api_key and not hmac.compare_digest(request.headers.get("authorization", ""), f"Bearer {api_key}"):
+        raise RequestProblem(401, "missing or wrong token: send Authorization: Bearer <the server's API key>")
+
+
+def ready_engine(request: Request):
+    """The engine, if it is ready to answer (503 while the pipeline loads)."""
+    engine = request.app.state.engine
+    if not engine.ready:
+        raise RequestProblem(503, "the pipeline is still loading; retry shortly (GET /ready)")
+    return engine
+
+
+async def _refused(request: Request, problem: RequestProblem):
+    headers = {"Retry-After": "1"} if problem.status == 503 else None
+    return JSONResponse({"error": problem.message}, status_code=problem.status, headers=headers)
+
+
+async def _invalid(request: Request, error: RequestValidationError):
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return JSONResponse({"error": f"{where}: {first.get('msg')}"}, status_code=422)
+
+
+async def _http_error(request: Request, error: StarletteHTTPException):
+    return JSONResponse({"error": str(error.detail)}, status_code=error.status_code)
+
+
+async def _server_error(request: Request, error: Exception):
+    log.error("server error on %s %s: %r", request.method, request.url.path, error)
+    return JSONResponse({"error": f"server error ({type(error).__name__}: {error})"}, status_code=500)
+
+
+EXCEPTION_HANDLERS = {
+    RequestProblem: _refused,
+    RequestValidationError: _invalid,
+    StarletteHTTPException: _http_error,
+    Exception: _server_error,
+}
+router = APIRouter()
+
+
+@router.get("/health")
+async def health() -> Dict[str, str]:
+    """Alive (the process answers)."""
+    return {"status": "alive"}
+
+
+@router.get("/ready")
+async def ready(request: Request) -> JSONResponse:
+    """Ready: the pipeline is loaded and has run once (503 until then)."""
+    is_ready = bool(request.app.state.engine.ready)
+    return JSONResponse({"ready": is_ready}, status_code=200 if is_ready else 503)
+
+
+@router.get("/metadata", dependencies=[Depends(authorize)])
+async def metadata(request: Request) -> Dict[str, Any]:
+    """The pipeline (name, version, components), labels, spans key, threshold range, limits."""
+    return request.app.state.engine.metadata()
+
+
+@router.post(
+    "/annotate",
+    dependencies=[Depends(authorize)],
+    responses={200: {"model": Record, "description": "the record; a list of records for a list"}},
+)
+async def annotate(request: Request, threshold: Optional[str] = None) -> Response:
+    """Entities of one document or a list of them: the records ``annotate`` writes."""
+    options: ServeOptions = request.app.state.options
+    check_content_type(request.headers.get("content-type"))
+    documents, many = read_documents(await read_body(request, options.max_body_bytes), options)
+    level = read_threshold(threshold, options)
+    engine = ready_engine(request)
+    try:
+        futures = engine.submit(documents, level)
+    except Overloaded as err:
+        raise RequestProblem(503, f"server busy: {err}") from None
+    records = await answers(request, futures, options.timeout_s)
+    if records is None:
+        return Response(status_code=CLIENT_GONE)
+    return JSONResponse(records if many else records[0])
+
+
+@router.post("/render", include_in_schema=False, dependencies=[Depends(authorize)])
+async def render(request: Request) -> Dict[str, Any]:
+    """The page's request: one text drawn with its entities (and grids), and its record."""
+    options: ServeOptions = request.app.state.options
+    check_content_type(request.headers.get("content-type"))
+    body = await read_body(request, options.max_body_bytes)
+    documents, _ = read_documents(_text_only(body), options)
+    fields = _json_object(body)
+    level = read_threshold(None if fields.get("threshold") in (None, "") else str(fields["threshold"]), options)
+    engine = ready_engine(request)
+    return await asyncio.wait_for(engine.render(documents[0]["text"], level, bool(fields.get("grid"))), options.timeout_s)
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def page() -> str:
+    return PAGE
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -171,8 +204,6 @@ async def _client_gone(request: Request) -> None:
 
 
 def _json_object(body: bytes) -> Dict[str, Any]:
-    import json
-
     value = json.loads(body.decode("utf8"))
     if not isinstance(value, dict):
         raise RequestProblem(422, "expected a JSON object with a 'text'")
@@ -181,8 +212,6 @@ def _json_object(body: bytes) -> Dict[str, Any]:
 
 def _text_only(body: bytes) -> bytes:
     """The /render body as a document (its text), so that it is checked as /annotate checks one."""
-    import json
-
     try:
         value = json.loads(body.decode("utf8"))
     except (UnicodeDecodeError, json.JSONDecodeError):

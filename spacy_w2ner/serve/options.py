@@ -1,14 +1,14 @@
 """The settings of the HTTP service: the pipeline's (``PipelineOptions``), the server's limits,
 its batching, and the Ray Serve engine's. One type: the ``serve`` command's options are made
 from it (``cli.py``), both engines take it."""
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from ..annotate.options import PipelineOptions, option
+from ..common import PipelineOptions, check_engine, option
 
 API_KEY_ENV = "SPACY_W2NER_API_KEY"
-ENGINES = ("local", "ray")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
@@ -39,14 +39,11 @@ class ServeOptions(PipelineOptions):
         return self.api_key or os.environ.get(API_KEY_ENV) or None
 
     def autoscaling_config(self) -> Optional[Dict[str, Any]]:
-        import json
-
         return None if not self.autoscaling else json.loads(self.autoscaling)
 
     def check(self) -> None:
         super().check()
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be local or ray, got {self.engine!r}")
+        check_engine(self.engine)
         for name in ("max_batch_size", "max_documents", "max_text_chars", "max_body_bytes", "max_queue", "replicas",
                      "max_ongoing_requests"):  # fmt: skip
             if getattr(self, name) < 1:
@@ -75,9 +72,8 @@ class ServeOptions(PipelineOptions):
         }  # fmt: skip
 
     def pipeline(self) -> PipelineOptions:
-        """What ``load_pipeline`` takes; a Ray replica's GPU is its own device 0."""
-        gpu_id = (0 if self.gpus_per_replica > 0 else -1) if self.engine == "ray" else self.gpu_id
-        return PipelineOptions(self.threshold, self.sentencizer, self.max_length, gpu_id)
+        """The options each replica loads the pipeline with (``common.load_pipeline``)."""
+        return self.on_engine(self.engine, self.gpus_per_replica)
 
     @property
     def wide_open(self) -> bool:

@@ -1,4 +1,4 @@
-"""The Ray Serve engine: the same app on replicas across a cluster (the ``[serve]`` extra).
+"""The Ray Serve engine: the same app on replicas across a cluster (the ``[ray]`` extra).
 
 ``W2NERService`` is a Ray Serve deployment whose replicas each load the pipeline once and
 serve the app of ``app.py`` (built per replica, ``__serve_build_asgi_app__``, with a
@@ -12,22 +12,16 @@ import asyncio
 from pathlib import Path
 from typing import Any, Dict, List
 
+from ..extras import connect_ray, require_ray_serve
 from .app import create_app
-from .engines import Payload, ReplicaEngine, model_thread
+from .engines import ReplicaEngine
 from .options import ServeOptions
-
-
-def _serve():
-    try:
-        from ray import serve
-    except ImportError:
-        raise ImportError("the Ray engine needs Ray Serve: pip install 'spacy-w2ner[serve]'") from None
-    return serve
+from .runner import Payload, model_thread
 
 
 def service_class():
     """The deployment class (made on demand, so importing this module needs no Ray)."""
-    serve = _serve()
+    serve = require_ray_serve()
 
     @serve.deployment(name="w2ner")
     @serve.ingress()
@@ -42,6 +36,12 @@ def service_class():
         @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.002)
         async def annotate_batch(self, payloads: List[Payload]) -> List[Dict[str, Any]]:
             return await asyncio.get_running_loop().run_in_executor(self.executor, self.runner.records, payloads)
+
+        async def render(self, text: str, threshold: float, grid: bool) -> Dict[str, Any]:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, self.runner.render, text, threshold, grid)
+
+        def metadata(self) -> Dict[str, Any]:
+            return self.runner.metadata()
 
         def __serve_build_asgi_app__(self):
             return create_app(ReplicaEngine(self), self.options)
@@ -66,13 +66,10 @@ def deployment_settings(options: ServeOptions) -> Dict[str, Any]:
 def serve_with_ray(model: str, options: ServeOptions, blocking: bool = True):
     """Deploy the service on Ray Serve at ``options.host:options.port`` (a local Ray, or the
     cluster at ``options.address``); with ``blocking`` run until interrupted."""
-    import ray
-
-    serve = _serve()
+    serve = require_ray_serve()
     if Path(model).exists():
         model = str(Path(model).resolve())  # replicas may run in another directory
-    if not ray.is_initialized():
-        ray.init(address=options.address, include_dashboard=False, log_to_driver=False)
+    connect_ray(options.address)
     serve.start(http_options={"host": options.host, "port": options.port})
     application = service_class().options(**deployment_settings(options)).bind(model, options)
     return serve.run(application, name="w2ner", route_prefix="/", blocking=blocking)

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..annotate.inputs import text_problem
+from ..messages import json_type, not_utf8
 from .options import ServeOptions
 
 DOCUMENT_KEYS = ("text", "id", "meta")
@@ -51,7 +52,7 @@ def read_documents(body: bytes, options: ServeOptions) -> Tuple[List[Dict[str, A
     try:
         text = body.decode("utf8")
     except UnicodeDecodeError as err:
-        raise RequestProblem(400, f"the body is not UTF-8 ({err.reason} at byte {err.start})") from None
+        raise RequestProblem(400, f"the body is {not_utf8(err)}") from None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
@@ -59,7 +60,7 @@ def read_documents(body: bytes, options: ServeOptions) -> Tuple[List[Dict[str, A
     if isinstance(value, dict):
         return [_document(value, 0, None, options)], False
     if not isinstance(value, list):
-        raise RequestProblem(422, f"expected a document (a JSON object) or a list of them, got {_json_type(value)}")
+        raise RequestProblem(422, f"expected a document (a JSON object) or a list of them, got {json_type(value)}")
     if not value:
         raise RequestProblem(422, "an empty list: send at least one document")
     if len(value) > options.max_documents:
@@ -70,7 +71,7 @@ def read_documents(body: bytes, options: ServeOptions) -> Tuple[List[Dict[str, A
 def _document(value: Any, index: int, where: Optional[str], options: ServeOptions) -> Dict[str, Any]:
     prefix = f"{where}: " if where else ""
     if not isinstance(value, dict):
-        raise RequestProblem(422, f"{prefix}expected a JSON object with a 'text', got {_json_type(value)}")
+        raise RequestProblem(422, f"{prefix}expected a JSON object with a 'text', got {json_type(value)}")
     unknown = sorted(set(value) - set(DOCUMENT_KEYS))
     if unknown:
         raise RequestProblem(422, f"{prefix}unknown field(s) {', '.join(map(repr, unknown))}; a document has 'text', 'id' and 'meta'")
@@ -83,7 +84,7 @@ def _document(value: Any, index: int, where: Optional[str], options: ServeOption
         )
     meta = value.get("meta", {})
     if not isinstance(meta, dict):
-        raise RequestProblem(422, f"{prefix}'meta' must be a JSON object, got {_json_type(meta)}")
+        raise RequestProblem(422, f"{prefix}'meta' must be a JSON object, got {json_type(meta)}")
     return {"text": value["text"], "id": value.get("id", index), "meta": meta}
 
 
@@ -98,8 +99,3 @@ def read_threshold(raw: Optional[str], options: ServeOptions) -> float:
     if not options.min_threshold <= threshold <= 1.0:
         raise RequestProblem(422, f"threshold must be between {options.min_threshold} (this server's) and 1, got {threshold}")
     return threshold
-
-
-def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)

@@ -5,7 +5,7 @@ One module per picture:
 * ``text``: ``render_entities``, flat, nested (stacked) and discontinuous entities drawn under the
   words (displaCy's span renderer with fragments, gaps and entity numbers), and what every picture
   shares: one colour per label (``label_colors``) and the standalone page (``html_page``);
-* ``grid``: ``render_grid``, the W2NER word-pair grid of one sentence as SVG with the codec's gold
+* ``grid_picture``: ``render_grid``, the W2NER word-pair grid of one sentence as SVG with the codec's gold
   cells outlined, and ``show_page``, the ``show --html`` page (entities, then grids);
 * ``errors``: ``error_page``, gold against predicted entities per document (correct, missed,
   spurious) under the scorer's per-label table.
@@ -14,7 +14,7 @@ Everything is escaped; the HTML is static (no script), so long documents load as
 The names below are the package's interface: import them from ``spacy_w2ner.visualize``.
 """
 from .errors import STATUS_COLORS, doc_errors, error_page
-from .grid import grid_figures, grid_legend, render_grid, show_page
+from .grid_picture import grid_figures, grid_legend, render_grid, show_page
 from .text import Drawn, EntityRenderer, caption, html_page, label_colors, place_in_rows, render_entities
 
 __all__ = [

@@ -13,7 +13,8 @@ from spacy.tokens import Doc
 
 from ..component import first_w2ner
 from ..entities import Entity, get_entities
-from ..grid import NNW, THW_OFFSET, Cell, gold_cells
+from ..grid.codec import NNW, THW_OFFSET, Cell, gold_cells
+from ..model.predictions import grid_probabilities
 from .text import LEGEND, TPL_DOC, EntityRenderer, html_page, label_colors
 
 NNW_COLOR = "#1e66f5"
@@ -103,7 +104,7 @@ def _grid_cell(i, j, p, labels, palette, gold, margin, cell, words) -> str:
 
 def grid_figures(nlp, docs: Sequence[Doc], spans_key: str, gold: Optional[Sequence[Sequence[Entity]]] = None) -> List[str]:
     """The grid SVG of every sentence (or window) of the docs, run through ``nlp``'s w2ner."""
-    from ..model import grid_probabilities
+
 
     name, pipe = first_w2ner(nlp)
     prepared = []

@@ -1,72 +1,21 @@
-"""The local engine: the pipeline, documents -> records, and a run from input to output.
+"""The local engine: documents -> records through ``nlp.pipe`` in this process (``--n-process``
+for more), and what every engine does before its first document.
 
-``load_pipeline`` loads the trained pipeline with the ``PipelineOptions``; ``annotate_items``
-turns ``Item``s into (item, record, doc) in input order through ``nlp.pipe``; ``prepare_run``
-is what every engine does before the first document (check the options, tell the input's
-format, open the run, count the input); ``annotate`` is the ``annotate`` command's work, on
-this machine or, with ``engine="ray"``, on Ray (``ray.py``).
+``annotate_items`` turns ``Item``s into (item, record, doc) in input order; ``prepare_run``
+checks the options, tells the input's format, opens the run and counts the input (the Ray
+engine does the same); ``annotate_locally`` is the ``annotate`` command's work on this machine.
 """
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..component import first_w2ner, w2ner_components
+from ..common import PathLike, load_pipeline, spans_key_of
 from .inputs import Item, count_inputs, input_format_of, read_inputs
-from .options import AnnotateOptions, PipelineOptions
+from .options import AnnotateOptions
 from .outputs import AnnotationRun, Summary, write_in_order
 from .records import make_record
-
-SENTENCE_SETTERS = ("sentencizer", "senter", "parser")
-PathLike = Union[str, Path]
-
-
-def load_pipeline(model: Union[PathLike, Language], options: Optional[PipelineOptions] = None, **overrides) -> Language:
-    """The pipeline to annotate with (a name, a path or a loaded ``Language``).
-
-    ``threshold`` is set on every w2ner component; ``sentencizer`` adds spaCy's sentencizer
-    before the first w2ner component when no component sets sentence boundaries;
-    ``max_length`` raises ``nlp.max_length`` (w2ner's memory does not grow with a document's
-    length; other components' may). Options come as ``PipelineOptions`` or keywords.
-    """
-    import spacy
-
-    options = options or PipelineOptions(**overrides)
-    options.check()
-    if options.gpu_id >= 0:
-        spacy.require_gpu(options.gpu_id)
-    nlp = model if isinstance(model, Language) else spacy.load(model)
-    first_name, _ = first_w2ner(nlp)
-    if options.threshold is not None:
-        for _, pipe in w2ner_components(nlp):
-            pipe.threshold = options.threshold
-    if options.sentencizer and not sets_sentences(nlp):
-        nlp.add_pipe("sentencizer", before=first_name)
-    if options.max_length is not None:
-        nlp.max_length = options.max_length
-    return nlp
-
-
-def sets_sentences(nlp: Language) -> bool:
-    """Whether a component of the pipeline sets sentence boundaries."""
-    return bool(sentence_setters(nlp))
-
-
-def sentence_setters(nlp: Language) -> List[str]:
-    """The names of the pipeline's components that set sentence boundaries."""
-    names = []
-    for name in nlp.pipe_names:
-        meta = nlp.get_pipe_meta(name)
-        if meta.factory in SENTENCE_SETTERS or "token.is_sent_start" in meta.assigns or "doc.sents" in meta.assigns:
-            names.append(name)
-    return names
-
-
-def spans_key_of(nlp: Language) -> str:
-    """The doc.spans key of the pipeline's (first) w2ner component."""
-    return first_w2ner(nlp)[1].spans_key
 
 
 def annotate_items(
@@ -131,27 +80,15 @@ def prepare_run(input_path: PathLike, output: PathLike, options: AnnotateOptions
     return PreparedRun(run, input_format, total)
 
 
-def annotate(
+def annotate_locally(
     model: Union[PathLike, Language],
     input_path: PathLike,
     output: PathLike,
-    options: Optional[AnnotateOptions] = None,
+    options: AnnotateOptions,
     *,
     on_problem: Optional[Callable[[Item], None]] = None,
-    **overrides,
 ) -> Summary:
-    """Annotate ``input_path`` with ``model`` into ``output`` (the ``annotate`` command's work).
-
-    Options come as ``AnnotateOptions`` and/or keywords (``annotate(model, inp, out,
-    batch_size=32)``). Returns the summary; raises ``AnnotationError`` when the run cannot
-    start, or, with ``strict``, at the first input that is not a document (the partial output
-    stays, so the run can be continued with ``resume`` once the input is fixed).
-    """
-    options = AnnotateOptions.of(options, **overrides)
-    if options.engine == "ray":
-        from .ray import annotate_with_ray
-
-        return annotate_with_ray(model, input_path, output, options, on_problem=on_problem)
+    """The ``annotate`` command's work in this process (``dispatch.annotate`` picks the engine)."""
     prepared = prepare_run(input_path, output, options)
     nlp = load_pipeline(model, options.pipeline())
     spans_key = prepared.run.spans_key = spans_key_of(nlp)

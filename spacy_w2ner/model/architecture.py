@@ -1,20 +1,10 @@
-"""The Thinc model: tok2vec -> segments -> padded batches -> PyTorch grid network.
+"""``spacy_w2ner.W2NER.v1``: tok2vec and the grid scorer, docs -> a ``GridBatch`` per batch of segments.
 
-``spacy_w2ner.W2NER.v1`` maps a batch of Docs to a list of ``GridBatch``es: each
-holds the segments (sentences or windows, see ``segments.py``) it scores and
-their relation logits, shape (segments, longest, longest, relations). The torch
-module is built lazily at ``initialize``, once the input width (from tok2vec)
-and the number of relations (from the component's labels) are known; the
-component keeps both in its cfg and rebuilds the module from them before a saved
-pipeline's weights load (``build_for_loading``).
-
-This module is the model's wiring: its settings are checked in ``hyperparameters.py``,
-the grid scorer layer lives in ``grid_layer.py``, the loop from docs to scored
-batches in ``grid_batches.py`` (padding in ``padding.py``), and what predicted grids
-become in ``predictions.py``. The names below from those modules are imported here
-too, where other code has always found them.
+The torch module is built lazily at ``initialize``, once the input width (from tok2vec) and the
+number of relations (from the component's labels) are known; the component keeps both in its
+cfg and rebuilds the module from them before a saved pipeline's weights load
+(``grid_scorer.build_for_loading``). The data flow: the package docstring.
 """
-from dataclasses import dataclass
 from typing import Any, List, Optional
 
 from spacy.tokens import Doc
@@ -22,33 +12,15 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d, Floats4d
 
-from .grid_batches import ScoredBatch, score_docs
-from .grid_layer import build_grid_scorer, grid_scorer_layer
+from ..grid.segments import validate_window
+from ..memory import ReleaseEvery
+from ..nn.fused_adam import check_half_dtype
+from .batches import score_docs
+from .grid_scorer import build_grid_scorer, grid_scorer_layer
 from .hyperparameters import check_positive_int, validate_hyperparameters
-from .memory import ReleaseEvery
 from .padding import add_unpadded
 from .predictions import HostGrids
-from .segments import Segment, validate_window
-from .shims import check_half_dtype
-
-# Where the component, the pictures, the benchmarks and the tests import them from.
-from .grid_layer import build_for_loading, grad_scaler_settings, grid_scorer_dims, legacy_grid_scorer_dims  # noqa: F401
-from .padding import PaddingRows, grid_length_multiple, padding_rows  # noqa: F401
-from .predictions import grid_probabilities, segment_grids  # noqa: F401
-
-
-@dataclass
-class GridBatch:
-    """Grid scores for a batch of segments, padded to the longest one.
-
-    In training: ``logits`` (segments, longest, longest, relations). When predicting,
-    ``predicted`` holds what decoding needs, several times smaller than the logits: the
-    argmax relation ids and their probabilities, on their way to the host (``HostGrids``).
-    """
-
-    segments: List[Segment]
-    logits: Optional[Floats4d] = None
-    predicted: Optional[HostGrids] = None
+from .types import GridBatch, ScoredBatch
 
 
 @registry.architectures("spacy_w2ner.W2NER.v1")

@@ -14,8 +14,8 @@ from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 import numpy as np
 from spacy.tokens import Doc
 
-from .entities import Entity, TokenIndices
-from .grid import decode_grid
+from ..entities import Entity, TokenIndices
+from .codec import decode_grid
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from .entities import Entity, Label, TokenIndices
+from ..entities import Entity, Label, TokenIndices
 
 NONE = 0
 NNW = 1

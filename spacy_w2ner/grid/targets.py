@@ -19,8 +19,8 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 from spacy.training import Example
 
-from .entities import Entity, aligned_gold_entities
-from .grid import encode_grid
+from ..entities import Entity, aligned_gold_entities
+from .codec import encode_grid
 from .segments import Segment
 
 

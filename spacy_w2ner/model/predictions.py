@@ -5,19 +5,18 @@ Decoding needs, per cell, only the most likely relation and its probability: red
 the logits' device (``HostGrids``), that is several times less to copy to the host than
 the logits, and the copy overlaps the next batch's scoring. Pictures show every
 relation's probability (``grid_probabilities``). Both come from the model's one loop over
-scored batches (``grid_batches.py``) and are given per segment, unpadded, in numpy.
+scored batches (``batches``) and are given per segment, unpadded, in numpy.
 """
-from typing import TYPE_CHECKING, Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 import numpy as np
+import torch
 from spacy.tokens import Doc
-from thinc.api import Model
+from thinc.api import Model, xp2torch
 
-from .grid_batches import score_docs
-from .segments import Segment
-
-if TYPE_CHECKING:
-    from .model import GridBatch
+from ..grid.segments import Segment
+from .batches import score_docs
+from .types import GridBatch
 
 
 class HostGrids:
@@ -30,8 +29,6 @@ class HostGrids:
     """
 
     def __init__(self, logits) -> None:
-        import torch
-
         confidences, relations = torch.softmax(logits.float(), dim=-1).max(dim=-1)
         packed = torch.stack([confidences, relations.to(confidences.dtype)])  # ids < 2**24: exact
         self._relation_dtype = np.uint8 if logits.shape[-1] <= 256 else np.int16  # kept per window until decoded
@@ -53,10 +50,8 @@ class HostGrids:
         return host[1].astype(self._relation_dtype), host[0]
 
 
-def segment_grids(ops, batches: Sequence["GridBatch"]) -> Iterator[Tuple[Segment, np.ndarray, np.ndarray]]:
+def segment_grids(batches: Sequence[GridBatch]) -> Iterator[Tuple[Segment, np.ndarray, np.ndarray]]:
     """(segment, relation ids, confidences) for every segment of the batches, unpadded (numpy)."""
-    from thinc.api import xp2torch
-
     for batch in batches:
         predicted = batch.predicted if batch.predicted is not None else HostGrids(xp2torch(batch.logits))
         yield from _per_segment(batch.segments, *predicted.arrays())
@@ -69,8 +64,6 @@ def grid_probabilities(model: Model, docs: List[Doc]) -> List[Tuple[Segment, np.
     the model predicts them. A transformer listener reads the upstream component's output:
     run the pipeline's components before w2ner on the docs first.
     """
-    import torch
-
     _, batches = score_docs(model, docs, is_train=False)
     grids: List[Tuple[Segment, np.ndarray]] = []
     for batch in batches:

@@ -1,28 +1,20 @@
 """Segments' word vectors padded into batches, and their gradients added back.
 
-The grid network takes a batch of segments (sentences or windows, ``segments.py``) as
+The grid network takes a batch of segments (sentences or windows, ``grid.segments``) as
 one array (segments, longest, width), zero-padded. A batch's segments come from
 different docs and may overlap (windows), so the padding is a gather by index arrays
 (``padding_rows``) out of every doc's word vectors in one array (``all_word_vectors``):
 one copy per batch, not one per segment. The backward pass is the matching
 scatter-add (``add_unpadded``), where the gradients of overlapping windows add up.
 """
-from typing import NamedTuple, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import numpy as np
 from thinc.api import NumpyOps
 from thinc.types import Floats2d, Floats3d, Ints1d
 
-from .segments import Segment
-
-
-class PaddingRows(NamedTuple):
-    """Index arrays that move a batch of segments' words in one gather: row ``source[i]`` of
-    all docs' word vectors goes to row ``padded[i]`` of the batch as (segments x longest) rows."""
-
-    source: np.ndarray
-    padded: np.ndarray
-    longest: int
+from ..grid.segments import Segment
+from .types import PaddingRows
 
 
 def grid_length_multiple(ops) -> int:

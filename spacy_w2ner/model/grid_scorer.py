@@ -1,22 +1,29 @@
-"""The grid scorer: the torch grid network (``network.py``) as a Thinc layer.
+"""The grid scorer: the torch grid network (``nn.network``) as a Thinc layer.
 
 ``grid_scorer_layer`` makes the Thinc node at config time, with no torch module: its
 dims (``nI``, the word vector width from tok2vec; ``nO``, the number of relations from
 the component's labels) are only known at ``initialize``. ``build_grid_scorer`` then
-wraps a ``GridNetwork`` for those dims, once. A saved pipeline's weights can only load
+wraps a ``nn.network.GridNetwork`` for those dims, once. A saved pipeline's weights can only load
 into a built module, so the component keeps the dims in its cfg (``grid_scorer_dims``)
 and builds the module from them before loading (``build_for_loading``); pipelines saved
 by 0.1.0 kept them in the model bytes only (``legacy_grid_scorer_dims``).
 
-The layer takes padded word vectors and their lengths (``padding.py``) and gives
-logits (segments, longest, longest, relations): Thinc arrays in training, the torch
-tensor itself when predicting (``predictions.HostGrids`` reduces it on its device).
+The layer takes padded word vectors and their lengths and gives logits (segments,
+longest, longest, relations): Thinc arrays in training, the torch tensor itself when
+predicting (``predictions.HostGrids`` reduces it on its device).
 """
 import os
 from typing import Any, Dict, Optional, Tuple
 
-from thinc.api import Model
+import srsly
+import torch
+from thinc.api import Model, PyTorchGradScaler, PyTorchWrapper_v2, get_torch_default_device, torch2xp, xp2torch
+from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
 from thinc.types import ArgsKwargs, Floats3d, Ints1d
+
+from ..nn.fused_adam import FusedPyTorchShim, fuse_updates
+from ..nn.network import GridNetwork
+from .types import no_backprop
 
 GRID_SCORER_NAME = "w2ner_grid_scorer"
 
@@ -52,13 +59,7 @@ def build_grid_scorer(grid_scorer: Model) -> None:
     """Create the torch module for the grid scorer's dims, once."""
     if grid_scorer.layers:
         return
-    from thinc.api import PyTorchGradScaler, PyTorchWrapper_v2, get_torch_default_device
-
-    from .network import GridNetwork
-
     _single_threaded_torch_in_forked_children()
-    from .shims import fuse_updates
-
     attrs = grid_scorer.attrs
     module = GridNetwork(grid_scorer.get_dim("nI"), grid_scorer.get_dim("nO"), **attrs["hyper"])
     scaler = grad_scaler_settings(
@@ -74,7 +75,7 @@ def build_grid_scorer(grid_scorer: Model) -> None:
         mixed_precision=attrs["mixed_precision"],
         grad_scaler=PyTorchGradScaler(**scaler),
     )
-    fuse_updates(wrapper.shims[0], attrs.get("mixed_precision_dtype", "float16"))
+    fuse_updates(wrapper.shims[0], FusedPyTorchShim, attrs.get("mixed_precision_dtype", "float16"))
     grid_scorer.layers.append(wrapper)  # Thinc: "you can append to it to add layers"
 
 
@@ -106,16 +107,11 @@ def _single_threaded_torch_in_forked_children() -> None:
     global _FORK_HOOK_REGISTERED
     if _FORK_HOOK_REGISTERED or not hasattr(os, "register_at_fork"):
         return
-    import torch
-
     os.register_at_fork(after_in_child=lambda: torch.set_num_threads(1))
     _FORK_HOOK_REGISTERED = True
 
 
 def _convert_padded_inputs(model: Model, X: Tuple[Floats3d, Ints1d], is_train: bool):
-    from thinc.api import torch2xp, xp2torch
-    import torch
-
     vectors, lengths = X
     vectors_torch = xp2torch(vectors, requires_grad=is_train)
     # On the host: the LSTM's packing reads them there (no copy back from the device).
@@ -130,15 +126,9 @@ def _convert_padded_inputs(model: Model, X: Tuple[Floats3d, Ints1d], is_train: b
 def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
     """Thinc's conversion of the logits in training; when predicting, the torch tensor itself
     (``HostGrids`` reduces it on its device, with no round trip through CuPy)."""
-    from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
-
     if is_train:
         return convert_pytorch_default_outputs(model, inputs_outputs, is_train)
-    return inputs_outputs[1], _no_backprop
-
-
-def _no_backprop(d_outputs):
-    raise RuntimeError("the w2ner grid scorer has no backward pass when predicting")
+    return inputs_outputs[1], no_backprop
 
 
 def grid_scorer_dims(model: Model) -> Dict[str, int]:
@@ -161,8 +151,6 @@ def legacy_grid_scorer_dims(model: Model, model_bytes: bytes) -> Dict[str, int]:
     Version 0.1.0 kept them in the model only; later versions keep them in the
     component's cfg. Reads Thinc's serialized node list, for those pipelines alone.
     """
-    import srsly
-
     node_ids = [node.id for node in model.walk()]
     index = node_ids.index(model.get_ref("grid_scorer").id)
     dims = srsly.msgpack_loads(model_bytes)["nodes"][index]["dims"]

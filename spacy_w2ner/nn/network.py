@@ -1,4 +1,4 @@
-"""The W2NER grid network as a PyTorch module (imported lazily, at model build).
+"""The W2NER grid network as a PyTorch module.
 
 word vectors -> BiLSTM -> conditional layer norm grid + distance and region
 embeddings -> MLP to ``conv_size`` channels -> dilated 2D convolutions ->

@@ -1,0 +1,103 @@
+"""A transformer listener whose inference memory does not grow with a document's length."""
+from typing import Iterator, List
+
+import numpy
+from spacy.util import registry
+from spacy_transformers.architectures import transformer_listener_tok2vec_v1
+from spacy_transformers.layers.trfs2arrays import forward as trfs2arrays_forward
+from thinc.api import Model
+from thinc.types import Ragged
+
+from ..model.types import no_backprop
+from .transformer import node_named
+
+
+@registry.architectures("spacy_w2ner.TransformerListener.v1")
+def chunked_transformer_listener(
+    pooling: Model, grad_factor: float = 1.0, upstream: str = "*", max_tokens_per_pass: int = 4096
+) -> Model:
+    """spacy-transformers' ``TransformerListener.v1`` that pools word pieces into token
+    vectors ``max_tokens_per_pass`` tokens at a time when predicting.
+
+    The original gathers every word-piece row of a doc (with the overlap of the
+    strided spans) into new arrays before pooling, several times the doc's
+    output in memory; on a 50,000-token doc that is hundreds of megabytes. The
+    token vectors are the same; training is unchanged. Built like
+    ``transformer.chunked_transformer_model``: the listener's ``trfs2arrays`` node is replaced
+    by one with the same name, pooling layer and attrs, and a chunked forward.
+    """
+    if max_tokens_per_pass < 1:
+        raise ValueError(f"max_tokens_per_pass must be at least 1, got {max_tokens_per_pass}")
+    model = transformer_listener_tok2vec_v1(pooling, grad_factor, upstream)
+    to_arrays = node_named(model, "trfs2arrays")
+    chunked = Model(
+        to_arrays.name,
+        _pool_in_chunks,
+        layers=list(to_arrays.layers),
+        attrs={**to_arrays.attrs, "max_tokens_per_pass": max_tokens_per_pass},
+    )
+    model.replace_node(to_arrays, chunked)
+    return model
+
+
+def _pool_in_chunks(model: Model, trf_datas: list, is_train: bool):
+    """spacy-transformers' trfs2arrays forward; when predicting, pooled a chunk of tokens at a time.
+
+    Small docs are pooled together (one gather and one pooling call for up to
+    ``max_tokens_per_pass`` tokens of several docs), so a batch of sentences costs a
+    few array operations on the device rather than several per doc; a long doc is
+    pooled on its own, a chunk at a time.
+    """
+    if is_train:
+        return trfs2arrays_forward(model, trf_datas, is_train)
+    size = model.attrs["max_tokens_per_pass"]
+    outputs = [None] * len(trf_datas)
+    for group in _docs_by_tokens(trf_datas, size):
+        pooled = _pool_docs(model, [trf_datas[i] for i in group], size)
+        first = 0
+        for i in group:
+            n_tokens = len(trf_datas[i].align.lengths)
+            outputs[i] = pooled[first : first + n_tokens]
+            first += n_tokens
+    # A doc without word pieces gets an empty array, as spacy-transformers gives it.
+    return [model.ops.alloc2f(0, 0) if out is None else out for out in outputs], no_backprop
+
+
+def _docs_by_tokens(trf_datas: list, size: int) -> Iterator[List[int]]:
+    """Indices of the docs with word pieces, consecutive ones grouped up to ``size`` tokens."""
+    group: List[int] = []
+    tokens = 0
+    for i, trf_data in enumerate(trf_datas):
+        hidden = getattr(trf_data, "model_output", {}).get("last_hidden_state")
+        if hidden is None or hidden.size == 0:
+            continue
+        n_tokens = len(trf_data.align.lengths)
+        if group and tokens + n_tokens > size:
+            yield group
+            group, tokens = [], 0
+        group.append(i)
+        tokens += n_tokens
+    if group:
+        yield group
+
+
+def _pool_docs(model: Model, trf_datas: list, size: int):
+    """The token vectors of the docs, concatenated: their word-piece rows pooled ``size`` tokens at a time."""
+    ops = model.ops
+    pooling = model.layers[0]
+    sources, indices, lengths, offset = [], [], [], 0
+    for trf_data in trf_datas:
+        source = ops.reshape2f(trf_data.model_output.last_hidden_state, -1, trf_data.width)
+        sources.append(source)
+        indices.append(ops.to_numpy(trf_data.align.dataXd).reshape(-1) + offset)
+        lengths.append(ops.to_numpy(trf_data.align.lengths))
+        offset += source.shape[0]
+    source = sources[0] if len(sources) == 1 else ops.xp.concatenate(sources)
+    all_indices, all_lengths = numpy.concatenate(indices), numpy.concatenate(lengths)
+    starts = numpy.concatenate([[0], numpy.cumsum(all_lengths)])
+    pooled = []
+    for first in range(0, len(all_lengths), size):
+        last = min(first + size, len(all_lengths))
+        rows = source[ops.asarray1i(all_indices[starts[first] : starts[last]])]
+        pooled.append(pooling.predict(Ragged(rows, ops.asarray1i(all_lengths[first:last]))))
+    return pooled[0] if len(pooled) == 1 else ops.xp.concatenate(pooled)

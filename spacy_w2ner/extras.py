@@ -1,0 +1,45 @@
+"""The optional integrations, imported here alone: each import says which extra installs it.
+
+The base package never imports them; the commands and engines that need one call these.
+"""
+from typing import Optional
+
+
+def require_serving():
+    """FastAPI and uvicorn (the ``[serve]`` extra); ImportError saying so when missing."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise ImportError("serving needs FastAPI and uvicorn: pip install 'spacy-w2ner[serve]'") from None
+    return uvicorn
+
+
+def require_ray():
+    """Ray with Ray Data (the ``[ray]`` extra)."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise ImportError("the Ray engine needs Ray Data: pip install 'spacy-w2ner[ray]'") from None
+    return ray
+
+
+def require_ray_serve():
+    """Ray Serve (the ``[ray]`` extra)."""
+    try:
+        from ray import serve
+    except ImportError:
+        raise ImportError("the Ray engine needs Ray Serve: pip install 'spacy-w2ner[ray]'") from None
+    return serve
+
+
+def connect_ray(address: Optional[str] = None, num_cpus: Optional[int] = None):
+    """Connect to the cluster at ``address``, or start a local Ray (no dashboard), unless connected."""
+    ray = require_ray()
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    return ray

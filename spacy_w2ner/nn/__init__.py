@@ -1,0 +1,7 @@
+"""The torch layer: the only modules that build torch modules or update torch tensors.
+
+* ``network``: ``GridNetwork``, the W2NER grid network (BiLSTM, conditional layer norm grid,
+  distance/region embeddings, dilated convolutions, biaffine + MLP co-predictor);
+* ``fused_adam``: one multi-tensor Adam step for a Thinc shim's module, and bfloat16 autocast;
+* ``hf_shim``: spacy-transformers' ``HFShim`` with that step (the encoder's shim).
+"""
