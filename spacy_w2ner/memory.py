@@ -64,7 +64,7 @@ class ReleasingPipe:
     """Mixin for a ``TrainablePipe``: its ``pipe`` gives the memory its batches freed back to the
     system in whichever process runs it, after a batch, once at least ``TRIM_EVERY_DOCS`` docs went
     by (counted across calls: a service calls ``pipe`` once per small batch, and a trim after
-    every one-doc batch would cost a fifth of a sentence's time; bench/README.md, "Serving")."""
+    every one-doc batch would cost a fifth of a sentence's time; bench/README.md, "The HTTP service")."""
 
     _docs_since_trim = 0
 

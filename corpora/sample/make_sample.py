@@ -13,7 +13,7 @@ Usage (standard library only)::
 
 Both modes validate the corpus's format and generation (``validate_records`` /
 ``validate_corpus``); its annotation (the W2NER grid round trip, the counts and shares in
-README.md) is checked with spacy-w2ner's own codec and counts by tests/test_sample_corpus.py. Output is byte-identical across runs and independent of
+README.md) is checked with spacy-w2ner's own codec and counts by tests/project/test_sample_corpus.py. Output is byte-identical across runs and independent of
 ``PYTHONHASHSEED`` (no set or dict-of-str iteration drives generation).
 
 Format (W2NER JSON): a JSON array of ``{"sentence": [tokens], "ner": [{"index": [sorted
@@ -703,7 +703,7 @@ def validate_records(records: List[dict], split: str) -> None:
 def validate_corpus(splits: Dict[str, List[dict]], meta: Dict[str, dict] = None) -> None:
     """Corpus-level constraints of the generation: sizes, no duplicate sentence, templates and
     rare fillers. The annotation counts and shares are checked with spacy-w2ner's own codec and
-    counts in tests/test_sample_corpus.py."""
+    counts in tests/project/test_sample_corpus.py."""
     for split, records in splits.items():
         validate_records(records, split)
     assert (len(splits["train"]), len(splits["dev"])) == (N_TRAIN, N_DEV)

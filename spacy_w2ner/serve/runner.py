@@ -74,6 +74,6 @@ class PipelineRunner:
 def model_thread(model: str, options: ServeOptions) -> Tuple[ThreadPoolExecutor, PipelineRunner]:
     """A thread of its own for the pipeline, which loads it there and runs it there: OpenMP keeps
     a team of threads per calling thread, and a pipeline loaded on one thread and run on another
-    answers more slowly (bench/README.md, "Serving")."""
+    answers more slowly (bench/README.md, "The HTTP service")."""
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="w2ner-model")
     return executor, executor.submit(PipelineRunner, model, options).result()

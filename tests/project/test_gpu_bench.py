@@ -1,0 +1,56 @@
+"""The GPU bench's arithmetic (bench/gpu), checked on a CPU: step timing and GPU-vs-CPU comparison."""
+import json
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "gpu"))
+
+from bench import compare_outputs  # noqa: E402
+from hooks import summarize  # noqa: E402
+
+
+def batch(time, sentences=12, words=120, grid_calls=0):
+    return {"time": time, "sentences": sentences, "words": words, "grid_calls": grid_calls}
+
+
+def test_summarize_times_the_steps_after_the_warm_up():
+    # Batch k is stamped before step k: batches 2..4 are timed (from batch 2's stamp to batch 5's).
+    stats = {
+        "batches": [batch(0.0), batch(5.0, grid_calls=1), batch(6.0, grid_calls=2), batch(7.0, 10, 100, 3),
+                    batch(8.0, grid_calls=4), batch(9.0, grid_calls=5)],
+        "grid_forward_s": [9.0, 9.0, 0.25, 0.25, 0.25],
+        "grid_backward_s": [9.0, 9.0, 0.25, 0.25, 0.25],
+        "peak_gpu_mb": 123.0,
+    }  # fmt: skip
+    result = summarize(stats, warmup_steps=2)
+    assert result["steps"] == 3
+    assert result["sentences"] == 12 + 10 + 12
+    assert result["seconds"] == 3.0
+    assert result["sentences_per_s"] == round(34 / 3, 1)
+    assert result["grid_network_share"] == 0.5  # 3 x (0.25 + 0.25) of 3 s
+    assert result["peak_gpu_mb"] == 123.0
+
+
+def test_summarize_needs_steps_after_the_warm_up():
+    with pytest.raises(ValueError, match="too few"):
+        summarize({"batches": [batch(0.0), batch(1.0)], "grid_forward_s": [], "grid_backward_s": []}, 1)
+
+
+def write_rows(path, rows):
+    path.write_text("".join(json.dumps({"words": ["w"], "entities": e}) + "\n" for e in rows))
+    return path
+
+
+def test_compare_outputs_names_the_sentences_that_differ(tmp_path):
+    gpu = write_rows(tmp_path / "gpu.jsonl", [[["ADR", [0, 1], 0.9]], [], [["ADR", [2], 0.8]]])
+    cpu = write_rows(tmp_path / "cpu.jsonl", [[["ADR", [0, 1], 0.9001]], [["ADR", [1], 0.6]], [["ADR", [2], 0.8]]])
+    result = compare_outputs(gpu, cpu, Namespace(model="m", gpu_id=-1))
+    assert result["sentences"] == 3
+    assert result["differing_sentences"] == 1
+    assert result["entities_equal_fraction"] == round(2 / 3, 4)
+    assert result["differences"][0]["doc"] == 1
+    assert result["differences"][0]["cpu_only"] == [["ADR", [1], 0.6]]
+    assert result["max_score_diff_where_equal"] == pytest.approx(0.0001, abs=1e-6)
