@@ -241,8 +241,10 @@ class GridNetwork(nn.Module):
     def encode_words(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
         packed = pack_padded_sequence(vectors.float(), lengths.cpu(), batch_first=True, enforce_sorted=False)
         # Thinc's optimizer gives the weights new storage after each update; cuDNN wants them
-        # in one block (else it copies them on every call, with a warning). No-op on a CPU.
-        self.lstm.flatten_parameters()
+        # in one block (else it copies them on every call, with a warning). No-op on a CPU, and
+        # absent from a quantized LSTM (int8 inference on a CPU).
+        if hasattr(self.lstm, "flatten_parameters"):
+            self.lstm.flatten_parameters()
         # float32 under mixed precision too: a small share of the work, and cuDNN's LSTM is
         # not half-precision everywhere (a fallback would be many small kernels).
         with torch.autocast(device_type=vectors.device.type, enabled=False):

@@ -243,3 +243,16 @@ def test_predicting_in_row_blocks_equals_one_pass(monkeypatch):
     assert torch.allclose(one_pass, blocked, atol=1e-5)
     # With gradients recorded it is always one block.
     assert network_module.row_blocks(2, 40, 1) == [slice(0, 40)]
+
+
+def test_a_network_with_an_int8_lstm_predicts_close_to_float32():
+    """torch's dynamic int8 LSTM (CPU inference) has no flatten_parameters: the network runs with it."""
+    network = make_network().eval()
+    vectors = torch.randn(2, 7, INPUT_SIZE)
+    lengths = torch.tensor([7, 4])
+    quantized = torch.ao.quantization.quantize_dynamic(network, {"lstm"}, dtype=torch.qint8)
+    assert not hasattr(quantized.lstm, "flatten_parameters")
+    with torch.no_grad():
+        expected, found = network(vectors, lengths), quantized(vectors, lengths)
+    assert found.shape == expected.shape
+    assert torch.allclose(found, expected, atol=0.1) and not torch.equal(found, expected)
