@@ -163,7 +163,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self.scorer = scorer
         # labels; nI and nO (the grid network's dims) once initialized
         self.cfg: Dict[str, object] = {"labels": []}
-        self._warnings = OnceWarnings(name)
+        self._warnings = OnceWarnings()
 
     @property
     def threshold(self) -> float:
@@ -227,7 +227,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         if labels is not None:
             for label in labels:
                 self.add_label(label)
-        sample = _labels_and_sample(get_examples, self if labels is None else None, self.spans_key)
+        sample = _labels_and_sample(get_examples, self, read_labels=labels is None)
         if not self.labels:
             raise ValueError(
                 f"Cannot initialize '{self.name}': it has no labels. Provide training "
@@ -249,10 +249,10 @@ class W2NER(ReleasingPipe, TrainablePipe):
             return [[] for _ in docs]
         max_window = self.model.attrs["max_window"]
         unsegmented = sum(len(doc) > max_window and not doc.has_annotation("SENT_START") for doc in docs)
-        self._warnings.count("no_sentences", unsegmented, max_window=max_window)
+        self._warnings.count(self.name, "no_sentences", unsegmented, max_window=max_window)
         grids = segment_grids(self.model.predict(docs))
         found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge)
-        self._warnings.count("truncated", truncated)
+        self._warnings.count(self.name, "truncated", truncated)
         return [
             [entity.with_label(self.labels[entity.label]) for entity in without_edge_whitespace(entities, doc)]
             for doc, entities in zip(docs, found)
@@ -299,8 +299,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
         """Cross-entropy over the valid grid cells, averaged over all of them."""
         gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
         segments = [segment for batch in outputs for segment in batch.segments]
-        self._warnings.count("misaligned", misaligned)
-        self._warnings.count("unlearnable", count_unlearnable(gold, segments))
+        self._warnings.count(self.name, "misaligned", misaligned)
+        self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, segments))
         n_cells = max(sum(s.length * s.length for s in segments), 1)
         loss = 0.0
         conflicts = 0
@@ -311,7 +311,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
             loss += batch_loss
             conflicts += batch_conflicts
             gradients.append(gradient)
-        self._warnings.count("thw_conflict", conflicts)
+        self._warnings.count(self.name, "thw_conflict", conflicts)
         return loss / n_cells, gradients
 
     def finish_update(self, sgd: Optimizer) -> None:
@@ -368,13 +368,13 @@ def first_w2ner(nlp: Language) -> Tuple[str, "W2NER"]:
     return found[0]
 
 
-def _labels_and_sample(get_examples: Callable[[], Iterable[Example]], pipe: Optional[W2NER], spans_key: str) -> List[Example]:
-    """One pass over the examples: their labels added to ``pipe`` in order of appearance (unless
-    it is None); the first ten examples returned as the model's sample, the others let go."""
+def _labels_and_sample(get_examples: Callable[[], Iterable[Example]], pipe: W2NER, read_labels: bool) -> List[Example]:
+    """One pass over the examples: their labels added to ``pipe`` in order of appearance (when
+    ``read_labels``); the first ten examples returned as the model's sample, the others let go."""
     sample: List[Example] = []
     for example in get_examples():
-        if pipe is not None:
-            for entity in get_entities(example.reference, spans_key):
+        if read_labels:
+            for entity in get_entities(example.reference, pipe.spans_key):
                 pipe.add_label(entity.label)
         if len(sample) < 10:
             sample.append(example)

@@ -41,18 +41,17 @@ CAUSES = {
 class OnceWarnings:
     """Counts of the causes in ``CAUSES`` for one component; the first of each is warned about."""
 
-    def __init__(self, component: str) -> None:
-        self.component = component
+    def __init__(self) -> None:
         self.counts: Counter = Counter()
 
-    def count(self, cause: str, count: int, **details) -> None:
-        """Add ``count`` occurrences of ``cause``; warn the first time, pointing at the running total."""
+    def count(self, name: str, cause: str, count: int, **details) -> None:
+        """Add ``count`` occurrences of ``cause`` in component ``name``; warn the first time,
+        pointing at the running total."""
         if count <= 0:
             return
         first = self.counts[cause] == 0
         self.counts[cause] += count
         if first:
-            name = self.component
             text = CAUSES[cause].format(name=name, **details)
             warnings.warn(
                 f"[{name}] {count} {text}. Shown once: the running total is "

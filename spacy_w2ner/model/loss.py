@@ -5,9 +5,9 @@ from thinc.types import Floats3d, Floats4d, Ints3d
 
 
 def grid_cross_entropy(ops, logits: Floats4d, targets: Ints3d, weights: Floats3d, n_cells: int) -> Tuple[float, Floats4d]:
-    """The summed cross-entropy of the weighted cells (weight 0: padding, or a link a window
-    cut), and its gradient with respect to the logits, both divided by ``n_cells`` for the
-    gradient (the loss is returned unnormalized, for the caller to average once)."""
+    """The weighted cells' summed cross-entropy (weight 0: padding, or a link a window cut), and
+    its gradient with respect to the logits divided by ``n_cells`` (the caller divides the loss
+    summed over all batches by ``n_cells`` once)."""
     targets = ops.asarray(targets, dtype="int64")
     weights = ops.asarray(weights, dtype="float32")
     probs = ops.softmax(logits, axis=-1)
