@@ -1,18 +1,22 @@
 """A transformer model whose inference memory does not grow with a document's length, and
 whose output can be the mean of the encoder's top layers."""
 from functools import partial
-from typing import Callable
+from typing import Callable, List
 
+import numpy
 import torch
 from spacy.util import registry
 from spacy_transformers.architectures import create_TransformerModel_v3
+from spacy_transformers.data_classes import WordpieceBatch
 from thinc.api import Model, NumpyOps
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 
+from ..grid.segments import group_by_length
 from ..memory import release_freed_memory
 from ..model.types import no_backprop
 from ..nn.fused_adam import check_half_dtype, fuse_updates
-from ..nn.hf_shim import FusedHFShim
+from ..nn.hf_shim import FusedHFShim, Int8HFShim
+from ..nn.int8 import check_patterns
 
 
 @registry.architectures("spacy_w2ner.ChunkedTransformerModel.v1")
@@ -35,8 +39,11 @@ def chunked_transformer_model(
     forward pass, so one 50,000-token doc (about 500 spans of 128 tokens) holds
     the activations of every span at once, over a gigabyte for a small encoder.
     Here inference runs the spans in chunks and concatenates the outputs, which
-    gives the same vectors with memory bounded by the chunk. Training is unchanged
-    (the backward pass needs all activations).
+    gives the same vectors with memory bounded by the chunk. The chunks group spans of
+    similar length, each cut to its own longest span: a batch of sentences in the order
+    they come pads every sentence to the batch's longest (CADEC's test set: 3.4 times its
+    wordpieces in batches of 64), and the encoder's work grows with the padding. Training
+    is unchanged (the backward pass needs all activations).
 
     ``last_layers`` > 1 replaces the output's ``last_hidden_state`` by the mean of the
     top ``last_layers`` hidden layers (the reference W2NER's ``use_bert_last_4_layers``),
@@ -72,6 +79,39 @@ def chunked_transformer_model(
     return model
 
 
+@registry.architectures("spacy_w2ner.ChunkedTransformerModel.v2")
+def chunked_transformer_model_v2(
+    name: str,
+    get_spans: Callable,
+    tokenizer_config: dict = {},
+    transformer_config: dict = {},
+    mixed_precision: bool = False,
+    grad_scaler_config: dict = {},
+    max_spans_per_pass: int = 64,
+    last_layers: int = 1,
+    mixed_precision_dtype: str = "float16",
+    int8_layers: List[str] = [],
+) -> Model:
+    """``ChunkedTransformerModel.v1`` whose encoder's Linear layers that ``int8_layers`` matches
+    (regular expressions over the layer names, ``re.search``) are int8 for CPU inference
+    (``nn.int8``): what ``python -m spacy_w2ner optimize`` writes, so that the saved pipeline
+    rebuilds itself on load. ``int8_layers = []`` is v1. An int8 encoder predicts on a CPU only
+    and does not train."""
+    patterns = check_patterns(int8_layers)
+    if patterns and mixed_precision:
+        raise ValueError("int8_layers and mixed_precision do not go together: int8 layers run on a CPU only")
+    model = chunked_transformer_model(
+        name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config,
+        max_spans_per_pass, last_layers, mixed_precision_dtype,
+    )  # fmt: skip
+    if patterns:
+        for shim in node_named(model, "hf-pytorch").shims:
+            shim.__class__ = Int8HFShim
+            shim.int8_layers = tuple(patterns)
+    model.attrs["int8_layers"] = patterns
+    return model
+
+
 def _chunked_encoder(encoder: Model, max_spans_per_pass: int, last_layers: int, keep_hidden_states: bool) -> Model:
     """A node like spacy-transformers' encoder (same name, shim, weights) that predicts in chunks
     and averages the top layers."""
@@ -99,23 +139,64 @@ def node_named(model: Model, name: str) -> Model:
     raise ValueError(f"spacy_w2ner: no '{name}' layer in the model '{model.name}'")
 
 
-def _encode_in_chunks(model: Model, wordpieces, is_train: bool):
-    """Thinc's PyTorch forward; when predicting, over chunks of spans, each chunk's output
-    copied into arrays for all spans as it comes (never all chunks and their concatenation
-    at once), then the heap's freed memory given back on the CPU (``memory.py``)."""
-    size = model.attrs["max_spans_per_pass"]
-    if is_train or len(wordpieces) <= size:
+# A pass is cut for padding's sake only once it holds this many padded wordpieces: smaller
+# passes cost more in per-call overhead than padding does.
+MIN_TOKENS_PER_PASS = 512
+
+
+def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
+    """Thinc's PyTorch forward; when predicting, over passes of spans of similar length, each
+    pass cut to its own longest span (``grid.segments.group_by_length``: at most
+    ``max_spans_per_pass`` spans, padding at most a quarter more than the spans' own
+    wordpieces), each pass's output copied into arrays for all spans as it comes (never all
+    passes and their concatenation at once), then the heap's freed memory given back on the
+    CPU (``memory.py``). Padding is masked, so a span's vectors do not depend on its pass."""
+    if is_train:
         return pytorch_forward(model, wordpieces, is_train)
+    widths = unpadded_widths(wordpieces.attention_mask)
+    passes = list(
+        group_by_length(
+            widths, _tokens, max_items=model.attrs["max_spans_per_pass"], min_cost=MIN_TOKENS_PER_PASS
+        )
+    )
+    full_width = wordpieces.input_ids.shape[1]
+    if len(passes) == 1 and max(widths, default=0) == full_width:
+        return pytorch_forward(model, wordpieces, False)
     merged: dict = {}
-    for first in range(0, len(wordpieces), size):
-        output = pytorch_forward(model, wordpieces[first : first + size], False)[0]
+    for rows in passes:
+        rows = numpy.asarray(rows)
+        width = int(widths[rows].max())
+        output = pytorch_forward(model, _take_spans(wordpieces, rows, width), False)[0]
         output_type = type(output)
         for key, value in output.items():
-            merged[key] = _copy_rows(merged.get(key), value, first, len(wordpieces), key)
+            merged[key] = _copy_rows(merged.get(key), value, rows, (len(wordpieces), full_width), key)
         del output
-    if isinstance(model.ops, NumpyOps):
+    if isinstance(model.ops, NumpyOps) and len(wordpieces) > model.attrs["max_spans_per_pass"]:
         release_freed_memory()
     return output_type(**merged), no_backprop
+
+
+def unpadded_widths(attention_mask) -> numpy.ndarray:
+    """Each span's width up to its last attended wordpiece (padding is on the right; a tokenizer
+    that pads on the left gets the full width)."""
+    attended = numpy.asarray(attention_mask) > 0
+    return attended.shape[1] - numpy.argmax(attended[:, ::-1], axis=1)
+
+
+def _tokens(width: int) -> int:
+    return width
+
+
+def _take_spans(wordpieces: WordpieceBatch, rows: numpy.ndarray, width: int) -> WordpieceBatch:
+    """Spans ``rows`` of the batch, their padding cut to ``width`` wordpieces."""
+    token_types = wordpieces.token_type_ids
+    return WordpieceBatch(
+        strings=[wordpieces.strings[row] for row in rows],
+        input_ids=wordpieces.input_ids[rows, :width],
+        attention_mask=wordpieces.attention_mask[rows, :width],
+        lengths=[wordpieces.lengths[row] for row in rows],
+        token_type_ids=None if token_types is None else token_types[rows, :width],
+    )
 
 
 def _ask_for_hidden_states(convert_inputs: Callable, model: Model, wordpieces, is_train: bool):
@@ -142,15 +223,25 @@ def _mean_of_top_layers(convert_outputs: Callable, model: Model, inputs_outputs,
     return convert_outputs(model, (wordpieces, output), is_train)
 
 
-def _copy_rows(merged, value, first: int, total: int, key: str):
-    """Copy a chunk's output (a tensor, or a tuple of them) into rows ``first:`` of arrays of
-    ``total`` rows along the span dimension, made on the first chunk."""
+# The outputs whose second dimension is the wordpieces (padded per pass, zero-filled to the
+# batch's width); every other output has one row per span.
+SEQUENCE_OUTPUTS = ("last_hidden_state", "hidden_states")
+
+
+def _copy_rows(merged, value, rows: numpy.ndarray, shape: tuple, key: str):
+    """Copy a pass's output (a tensor, or a tuple of them) into rows ``rows`` of arrays with one
+    row per span of the batch (``shape``: spans, wordpieces), made on the first pass."""
     if isinstance(value, tuple):
         merged = merged or (None,) * len(value)
-        return tuple(_copy_rows(m, v, first, total, key) for m, v in zip(merged, value))
+        return tuple(_copy_rows(m, v, rows, shape, key) for m, v in zip(merged, value))
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"cannot concatenate the encoder output {key!r} of type {type(value).__name__}")
+    sequence = key in SEQUENCE_OUTPUTS
     if merged is None:
-        merged = value.new_empty((total, *value.shape[1:]))
-    merged[first : first + len(value)] = value
+        merged = value.new_zeros((*shape, *value.shape[2:]) if sequence else (shape[0], *value.shape[1:]))
+    index = torch.as_tensor(rows, device=value.device)
+    if sequence:
+        merged[index, : value.shape[1]] = value
+    else:
+        merged[index] = value
     return merged

@@ -9,7 +9,7 @@ lies in that window's core, so each entity is reported once and comes from the
 window that sees the most context around its start.
 """
 from dataclasses import dataclass
-from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from spacy.tokens import Doc
@@ -109,35 +109,61 @@ def segment_docs(
     ]
 
 
+def group_by_length(
+    lengths: Sequence[int],
+    cost: Callable[[int], int],
+    *,
+    max_cost: Optional[int] = None,
+    max_items: Optional[int] = None,
+    max_padding: float = 1.25,
+    min_cost: int = 1024,
+) -> Iterator[List[int]]:
+    """Indices of items grouped by length, shortest first, so that padding a group to its
+    longest item is cheap.
+
+    An item of length n costs ``cost(n)`` (n^2 for a grid, n for an encoder's tokens); a group
+    pays the cost of its longest item for each member. A group is closed when the next item
+    would take it over ``max_cost`` or ``max_items``, or, once the group's padded cost is at
+    least ``min_cost`` (small groups cost more in per-call overhead than in padding), when
+    padding would cost more than ``max_padding`` times the members' own cost. An item over
+    ``max_cost`` on its own gets a group of its own. Items of equal length keep their order.
+    """
+    group: List[int] = []
+    real = 0
+    for index in sorted(range(len(lengths)), key=lambda i: (lengths[i], i)):
+        longest = cost(lengths[index])  # ordered by length: the newest is the longest
+        padded = (len(group) + 1) * longest
+        over = (max_cost is not None and padded > max_cost) or (max_items is not None and len(group) >= max_items)
+        too_padded = padded > max_padding * (real + longest)
+        big_enough = group and len(group) * cost(lengths[group[-1]]) >= min_cost
+        if group and (over or (too_padded and big_enough)):
+            yield group
+            group, real = [], 0
+        group.append(index)
+        real += longest
+    if group:
+        yield group
+
+
 def batch_by_cells(
     segments: Sequence[Segment],
     max_cells: int,
     max_padding: float = 1.25,
     min_cells: int = 1024,
 ) -> Iterator[List[Segment]]:
-    """Group segments of similar length so that batch size x longest^2 <= max_cells.
+    """Group segments of similar length so that batch size x longest^2 <= max_cells
+    (``group_by_length`` with a grid's n^2 cells as the cost), ordered by length, then
+    document and position."""
+    ordered = sorted(segments, key=lambda s: (s.doc_index, s.start))
+    lengths = [segment.length for segment in ordered]
+    for group in group_by_length(
+        lengths, _cells, max_cost=max_cells, max_padding=max_padding, min_cost=min_cells
+    ):
+        yield [ordered[i] for i in group]
 
-    Segments are sorted by length, and a batch is also closed when padding every
-    segment to the longest would compute more than ``max_padding`` times the cells
-    of the segments themselves, once the batch holds ``min_cells`` padded cells
-    (small batches cost more in per-call overhead than in padding). A segment
-    larger than the budget on its own gets a batch of its own.
-    """
-    ordered = sorted(segments, key=lambda s: (s.length, s.doc_index, s.start))
-    batch: List[Segment] = []
-    real_cells = 0
-    for segment in ordered:
-        longest = segment.length  # ordered by length: the newest is the longest
-        padded = (len(batch) + 1) * longest * longest
-        too_padded = padded > max_padding * (real_cells + longest * longest)
-        big_enough = batch and len(batch) * batch[-1].length ** 2 >= min_cells
-        if batch and (padded > max_cells or (too_padded and big_enough)):
-            yield batch
-            batch, real_cells = [], 0
-        batch.append(segment)
-        real_cells += longest * longest
-    if batch:
-        yield batch
+
+def _cells(length: int) -> int:
+    return length * length
 
 
 SegmentGrid = Tuple[Segment, np.ndarray, np.ndarray]  # segment, relation ids, confidences (n x n)

@@ -239,6 +239,8 @@ class GridNetwork(nn.Module):
         return self.co_predictor(words, grid).float()
 
     def encode_words(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
+        if vectors.device.type == "cpu" and not torch.is_grad_enabled() and isinstance(self.lstm, nn.LSTM):
+            return lstm_by_direction(self.lstm, vectors.float(), lengths)
         packed = pack_padded_sequence(vectors.float(), lengths.cpu(), batch_first=True, enforce_sorted=False)
         # Thinc's optimizer gives the weights new storage after each update; cuDNN wants them
         # in one block (else it copies them on every call, with a warning). No-op on a CPU, and
@@ -251,3 +253,31 @@ class GridNetwork(nn.Module):
             encoded, _ = self.lstm(packed)
         words, _ = pad_packed_sequence(encoded, batch_first=True, total_length=length)
         return words
+
+
+def lstm_by_direction(lstm: nn.LSTM, vectors: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """A one-layer bidirectional ``lstm`` over padded ``vectors`` without packing them, each
+    direction on its own: the same outputs as over the packed sequence (zeros at padding).
+
+    On a CPU, a packed sequence runs a step at a time in small kernels; a padded batch runs in
+    oneDNN's fused kernel, several times faster. The forward direction reads padding only after
+    a sequence's end; the backward one reads each sequence reversed within its length.
+    """
+    batch, length, _ = vectors.shape
+    positions = torch.arange(length, device=vectors.device)
+    lengths = lengths.to(vectors.device)
+    mask = positions[None, :] < lengths[:, None]
+    # Position t of the reversed sequence is len - 1 - t (padding stays where it is): its own inverse.
+    reverse = torch.where(mask, lengths[:, None] - 1 - positions[None, :], positions[None, :])
+    gather = reverse[:, :, None].expand(-1, -1, vectors.shape[-1])
+    forward = _one_direction(lstm, vectors, "")
+    backward = _one_direction(lstm, vectors.gather(1, gather), "_reverse")
+    backward = backward.gather(1, reverse[:, :, None].expand(-1, -1, backward.shape[-1]))
+    return torch.cat([forward, backward], dim=-1) * mask[:, :, None]
+
+
+def _one_direction(lstm: nn.LSTM, vectors: torch.Tensor, suffix: str) -> torch.Tensor:
+    weights = [getattr(lstm, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    zeros = vectors.new_zeros(1, vectors.shape[0], lstm.hidden_size)
+    output, _, _ = torch.lstm(vectors, (zeros, zeros), weights, True, 1, 0.0, False, False, True)
+    return output

@@ -121,6 +121,37 @@ def test_chunked_encoder_gives_the_same_vectors_and_entities():
     ]
 
 
+def test_encoder_passes_group_spans_by_length(monkeypatch):
+    """Predicting, the spans of a batch go through the encoder in passes of similar length, each
+    cut to its own longest span: the same vectors and entities as one padded pass, less work."""
+    from spacy_w2ner.encoders import transformer
+
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    texts = [" ".join(["pain"] * n) + " ." for n in (3, 60, 5, 40, 4, 90, 6, 2)] * 4
+    shapes = []
+    encoder = nlp.get_pipe("transformer").model.layers[0]
+    hook = encoder.shims[0]._model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    monkeypatch.setattr(transformer, "MIN_TOKENS_PER_PASS", 10**9)  # never cut for padding: one pass
+    one_pass = list(nlp.pipe(texts, batch_size=len(texts)))
+    assert len(shapes) == 1
+    monkeypatch.setattr(transformer, "MIN_TOKENS_PER_PASS", 8)
+    shapes.clear()
+    grouped = list(nlp.pipe(texts, batch_size=len(texts)))
+    hook.remove()
+    assert len(shapes) > 1 and sum(n for n, _ in shapes) == len(texts)
+    full = one_pass[0]._.trf_data.model_output.last_hidden_state.shape[1]
+    assert sum(n * width for n, width in shapes) < 0.6 * len(texts) * full
+    for a, b in zip(one_pass, grouped):
+        va, vb = a._.trf_data.model_output.last_hidden_state, b._.trf_data.model_output.last_hidden_state
+        assert va.shape == vb.shape
+        used = a._.trf_data.wordpieces.attention_mask > 0
+        assert abs(va[used] - vb[used]).max() < 1e-4
+        assert [(e.label, e.tokens) for e in get_entities(a)] == [(e.label, e.tokens) for e in get_entities(b)]
+
+
 def test_chunked_listener_pools_the_same_token_vectors():
     """spacy_w2ner.TransformerListener.v1 pools a chunk of tokens at a time when predicting."""
     nlp = minilm_nlp()

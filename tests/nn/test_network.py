@@ -3,6 +3,7 @@ import torch
 from torch.nn import functional as F
 
 from spacy_w2ner.nn.network import (
+    lstm_by_direction,
     N_DISTANCE_BUCKETS,
     REGION_LOWER,
     REGION_PAD,
@@ -256,3 +257,19 @@ def test_a_network_with_an_int8_lstm_predicts_close_to_float32():
         expected, found = network(vectors, lengths), quantized(vectors, lengths)
     assert found.shape == expected.shape
     assert torch.allclose(found, expected, atol=0.1) and not torch.equal(found, expected)
+
+
+def test_lstm_by_direction_equals_the_packed_lstm():
+    """CPU inference runs each direction of the BiLSTM over the padded batch (oneDNN's kernel)
+    instead of a packed sequence: the same outputs, zeros at padding; training keeps packing."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(16, 8, batch_first=True, bidirectional=True)
+    vectors = torch.randn(5, 9, 16)
+    lengths = torch.tensor([9, 1, 4, 7, 2])
+    packed = torch.nn.utils.rnn.pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=False)
+    with torch.no_grad():
+        expected, _ = torch.nn.utils.rnn.pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=9)
+        got = lstm_by_direction(lstm, vectors, lengths)
+    assert got.shape == expected.shape == (5, 9, 16)
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert (got[1, 1:] == 0).all() and (got[4, 2:] == 0).all()
