@@ -41,6 +41,7 @@ setup(
         "spacy_architectures": [
             "spacy_w2ner.W2NER.v1 = spacy_w2ner.model.architecture:build_w2ner_model",
             "spacy_w2ner.ChunkedTransformerModel.v1 = spacy_w2ner.encoders.transformer:chunked_transformer_model",
+            "spacy_w2ner.ChunkedTransformerModel.v2 = spacy_w2ner.encoders.transformer:chunked_transformer_model_v2",
             "spacy_w2ner.TransformerListener.v1 = spacy_w2ner.encoders.listener:chunked_transformer_listener",
         ],
         "spacy_scorers": ["spacy_w2ner.entity_scorer.v1 = spacy_w2ner.scorer:make_entity_scorer"],

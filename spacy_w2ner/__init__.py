@@ -5,13 +5,15 @@ The folders are the layers, each importing only the ones above it in this list:
 * ``entities``: the ``Entity`` type and the ``doc.spans`` contract (``get_entities``, ``set_entities``);
 * ``formats/``: corpus formats <-> Docs (``convert``, ``export``, the registered corpus readers);
 * ``grid/``: pure numpy: the grid codec, segments (sentences, windows, batches), training targets;
-* ``nn/``: torch only: the grid network, the fused optimizer step;
+* ``nn/``: torch only: the grid network, the fused optimizer step, int8 layers for CPU inference;
 * ``model/``: Thinc wiring: ``spacy_w2ner.W2NER.v1``, docs -> scored grids (its docstring states the
   data flow once);
 * ``encoders/``: word vectors from transformers with bounded memory, where encoders live;
 * ``component``, ``scorer``, ``diagnostics``, ``memory``: the ``w2ner`` pipe and what it needs;
 * ``common``, ``messages``, ``extras``: what every command shares (loading a pipeline, options,
   engines, error texts, the optional integrations' imports);
+* ``optimize``, ``model_card``: a trained pipeline made int8 for CPU inference; a pipeline's README
+  for its wheel;
 * ``annotate/``, ``serve/``, ``visualize/``: documents at any scale, an HTTP service, pictures;
 * ``cli``: ``python -m spacy_w2ner``.
 
@@ -34,7 +36,7 @@ from .formats import readers  # noqa: F401  (registers the corpus readers)
 from .model.architecture import build_w2ner_model
 from .scorer import score_entities
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Public names whose modules are imported when first used (they bring pydantic, tqdm, Ray).
 _LAZY = {

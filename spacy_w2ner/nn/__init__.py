@@ -3,5 +3,6 @@
 * ``network``: ``GridNetwork``, the W2NER grid network (BiLSTM, conditional layer norm grid,
   distance/region embeddings, dilated convolutions, biaffine + MLP co-predictor);
 * ``fused_adam``: one multi-tensor Adam step for a Thinc shim's module, and bfloat16 autocast;
-* ``hf_shim``: spacy-transformers' ``HFShim`` with that step (the encoder's shim).
+* ``hf_shim``: spacy-transformers' ``HFShim`` with that step (the encoder's shim), and ``Int8HFShim``;
+* ``int8``: int8 Linear layers for CPU inference (which layers, how, and which are int8).
 """

@@ -1,12 +1,112 @@
-"""spacy-transformers' HFShim with w2ner's fused optimizer step and half dtype (``fused_adam.py``).
+"""spacy-transformers' HFShim with w2ner's fused optimizer step and half dtype (``fused_adam.py``),
+and with int8 Linear layers for CPU inference (``int8.py``).
 
 A module of its own so that importing ``fused_adam`` does not import spacy-transformers, and so
-that the class pickles by name (``spacy_w2ner.nn.hf_shim.FusedHFShim``).
+that the classes pickle by name (``spacy_w2ner.nn.hf_shim.FusedHFShim``, ``Int8HFShim``).
 """
+import io
+import warnings
+import zipfile
+from typing import Tuple
+
+import srsly
+
 from spacy_transformers.layers.hf_shim import HFShim
+from transformers import AutoModel
 
 from .fused_adam import FusedUpdate
+from .int8 import int8_layer_names, quantize_linear_layers
+
+INT8_CANNOT_TRAIN = (
+    "this pipeline's encoder has int8 layers (int8_layers), which are for inference on a CPU: "
+    "train the float32 pipeline it was made from (int8_layers = []), then run "
+    "'python -m spacy_w2ner optimize' again"
+)
 
 
 class FusedHFShim(FusedUpdate, HFShim):
     """HFShim whose ``finish_update`` is one fused Adam step over the encoder's tensors."""
+
+
+class Int8HFShim(FusedHFShim):
+    """An HFShim whose encoder has int8 Linear layers (those ``int8_layers`` matches).
+
+    The saved state is the int8 one (about a quarter of the float32 size for those layers):
+    ``from_bytes`` builds the encoder from its config, makes the same layers int8, then loads
+    the state. An encoder set from float32 weights (a new pipeline) is made int8 before it
+    first predicts or is saved. CPU only; it does not train (``INT8_CANNOT_TRAIN``).
+    """
+
+    int8_layers: Tuple[str, ...] = ()  # set per shim by ChunkedTransformerModel.v2
+    _loading_int8_state = False
+
+    @property
+    def model_cls(self):
+        """The encoder class ``HFShim.from_bytes`` builds from the saved config: made int8
+        before the state is loaded when the saved state is int8."""
+        base = self.__dict__.get("model_cls", AutoModel)
+        return _Int8Builder(base, self.int8_layers) if self._loading_int8_state else base
+
+    @model_cls.setter
+    def model_cls(self, value) -> None:
+        self.__dict__["model_cls"] = value
+
+    def make_int8(self) -> None:
+        """Make the encoder's matched Linear layers int8 (once); ValueError on a GPU."""
+        if self._model is None or int8_layer_names(self._model):
+            return
+        if next(self._model.parameters()).device.type != "cpu":
+            raise ValueError("int8 layers run on a CPU only: use the float32 pipeline on a GPU")
+        quantize_linear_layers(self._model, self.int8_layers)
+
+    def predict(self, inputs):
+        self.make_int8()
+        return super().predict(inputs)
+
+    def begin_update(self, inputs):
+        raise ValueError(INT8_CANNOT_TRAIN)
+
+    def to_bytes(self):
+        self.make_int8()
+        return super().to_bytes()
+
+    def from_bytes(self, bytes_data):
+        self._loading_int8_state = saved_state_is_int8(bytes_data)
+        try:
+            with warnings.catch_warnings():  # torch.load's notice about the quantized tensors' storage
+                warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
+                shim = super().from_bytes(bytes_data)
+        finally:
+            self._loading_int8_state = False
+        self.make_int8()  # a float32 state (a config edited by hand) is made int8 after loading
+        return shim
+
+
+def saved_state_is_int8(bytes_data: bytes) -> bool:
+    """Whether an HFShim's serialized state holds int8 (packed) Linear layers: read from the
+    pickle of ``torch.save``'s archive, without loading the tensors."""
+    state = srsly.msgpack_loads(bytes_data).get("state") or b""
+    try:
+        with zipfile.ZipFile(io.BytesIO(state)) as archive:
+            pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
+            return any(b"_packed_params" in archive.read(name) for name in pickles)
+    except zipfile.BadZipFile:
+        return False
+
+
+class _Int8Builder:
+    """Stands in for ``AutoModel`` in ``HFShim.from_bytes``: builds the encoder, then makes it int8."""
+
+    def __init__(self, model_cls, patterns: Tuple[str, ...]):
+        self.model_cls = model_cls
+        self.patterns = patterns
+
+    def from_config(self, config, **kwargs):
+        from thinc.api import get_torch_default_device
+
+        if get_torch_default_device().type != "cpu":
+            raise ValueError("this pipeline's encoder has int8 layers, which run on a CPU only: load it "
+                             "without a GPU (no --gpu-id, no spacy.require_gpu), or use the float32 pipeline")
+        model = self.model_cls.from_config(config, **kwargs)
+        quantize_linear_layers(model, self.patterns)
+        return model

