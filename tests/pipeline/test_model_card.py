@@ -1,0 +1,38 @@
+"""``model-card``: the README that ``spacy package`` puts in a pipeline's wheel."""
+import json
+import shutil
+
+from spacy.tokens import DocBin
+
+from ..conftest import NLP, cli, make_examples
+
+
+def test_model_card_has_per_label_scores_the_data_use_and_limits(saved_model, trained_nlp, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(saved_model, model)
+    scores = trained_nlp.evaluate(make_examples(trained_nlp))
+    (tmp_path / "metrics.json").write_text(json.dumps(scores))
+    DocBin(docs=[eg.reference for eg in make_examples(NLP)]).to_disk(tmp_path / "train.spacy")
+    result = cli("model-card", model, tmp_path / "metrics.json", "--train", tmp_path / "train.spacy",
+                 "--evaluated-on", "the training sentences")  # fmt: skip
+    card = (model / "README.md").read_text(encoding="utf8")
+    assert result.stdout.strip() == str(model / "README.md")
+    for label in ("DRUG", "LOC", "ORG", "SYM"):
+        score = scores["w2ner_per_type"][label]
+        assert f"| `{label}` | {100 * score['p']:.2f} | {100 * score['r']:.2f} | {100 * score['f']:.2f} |" in card
+    assert f"| **all** | {100 * scores['w2ner_p']:.2f} |" in card
+    assert f"Discontinuous entities (with a gap), F: {100 * scores['w2ner_discontinuous_f']:.2f}" in card
+    assert "on `the training sentences`" in card
+    assert "4 documents, 33 tokens, 11 entities" in card and "3 discontinuous and 8 overlapping" in card
+    assert "w2ner's own tok2vec" in card and "Not measured" in card
+    assert 'spacy.load("en_pipeline")' in card and "python -m spacy_w2ner serve en_pipeline" in card
+    assert "windows of 256 tokens" in card
+
+
+def test_model_card_names_a_bad_evaluation_file(saved_model, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(saved_model, model)
+    (tmp_path / "metrics.json").write_text("not json")
+    result = cli("model-card", model, tmp_path / "metrics.json", code=1)
+    assert str(tmp_path / "metrics.json") in result.stderr
+    assert not (model / "README.md").exists()
