@@ -1,0 +1,169 @@
+"""Fast CPU inference, as a user gets it: ``optimize``'s int8 pipeline against the float32 one
+it was made from, on CADEC test, in one run (ratios count: these machines are noisy).
+
+    python bench/optimize.py MODEL ../shared/corpora/cadec/w2ner-json/test.json \
+        corpora/converted/cadec/test.spacy --old-code /tmp/w2ner-0.2.0 \
+        --output bench/results/cpu-optimize.json --results project/results/cadec-w2ner-int8.json
+
+MODEL is a trained transformer + w2ner pipeline (``spacy project run train-cadec``); the int8
+pipeline is made from it with ``python -m spacy_w2ner optimize`` (its default). --old-code is a
+checkout of 0.2.0 (``git worktree add /tmp/w2ner-0.2.0 51b98c0``): its float32 pipeline and
+encoder run as they did before this round's encoder passes (one padded pass per batch).
+
+1. Accuracy: ``spacy evaluate`` of both pipelines on the test DocBin (P/R/F, discontinuous and
+   overlapping F), and the int8 pipeline's entities scored against float32's.
+2. Speed: each case a fresh process with --threads torch threads, timed inside after loading and
+   a warm-up batch; --rounds interleaved rounds, the best counts: ``spacy_w2ner.annotate`` of the
+   test sentences (JSONL in, JSONL out) with the float32 pipeline (0.2.0 code and this code) and
+   the int8 one; ``nlp.pipe`` with w2ner disabled (the encoder alone: 0.2.0 and this code).
+   Peak resident memory (VmHWM) of each process.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CASE_SCRIPT = r"""
+import json, os, sys, time
+import torch
+torch.set_num_threads(int(sys.argv[4]))
+import spacy
+from spacy_w2ner.annotate.dispatch import annotate
+model, texts_path, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+nlp = spacy.load(model)
+texts = [json.loads(line)["text"] for line in open(texts_path, encoding="utf8")]
+if mode == "encoder":
+    run = lambda: sum(1 for _ in nlp.pipe(texts, batch_size=64, disable=["w2ner"]))
+    list(nlp.pipe(texts[:64], disable=["w2ner"]))
+else:
+    out = texts_path + f".{os.getpid()}.out.jsonl"
+    def run():
+        if os.path.exists(out):
+            os.remove(out)
+        return annotate(nlp, texts_path, out, progress=False, batch_size=64).written
+    list(nlp.pipe(texts[:64]))
+start = time.perf_counter()
+docs = run()
+seconds = time.perf_counter() - start
+peak = [int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
+print(json.dumps({"seconds": seconds, "documents": docs, "peak_rss_mb": round(peak, 1)}))
+"""
+
+
+def run_case(model: Path, texts: Path, mode: str, threads: int, code: Optional[Path]) -> Dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    if code:
+        env["PYTHONPATH"] = str(code)
+    done = subprocess.run([sys.executable, "-c", CASE_SCRIPT, str(model.resolve()), str(texts), mode, str(threads)],
+                          capture_output=True, text=True, env=env, cwd=str(code or ROOT))  # fmt: skip
+    if done.returncode:
+        raise RuntimeError(f"{mode} {model}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def evaluate(model: Path, test: Path, work: Path) -> Dict:
+    output = work / f"{model.name}-metrics.json"
+    subprocess.run([sys.executable, "-m", "spacy", "evaluate", str(model), str(test), "--output", str(output)],
+                   check=True, capture_output=True)  # fmt: skip
+    metrics = json.loads(output.read_text())
+    keep = ("w2ner_p", "w2ner_r", "w2ner_f", "w2ner_discontinuous_f", "w2ner_overlapping_f", "w2ner_per_type", "speed")
+    return {key: metrics[key] for key in keep if key in metrics}
+
+
+def entity_sets(model: Path, texts: List[str], one_pass: bool = False) -> List[set]:
+    """Each text's entities; ``one_pass``: the encoder's spans in one padded pass per batch (0.2.0)."""
+    import spacy
+
+    from spacy_w2ner import get_entities
+    from spacy_w2ner.encoders import transformer
+
+    default = transformer.MIN_TOKENS_PER_PASS
+    transformer.MIN_TOKENS_PER_PASS = 10**9 if one_pass else default
+    try:
+        nlp = spacy.load(model)
+        return [{(e.label, e.tokens) for e in get_entities(doc)} for doc in nlp.pipe(texts, batch_size=64)]
+    finally:
+        transformer.MIN_TOKENS_PER_PASS = default
+
+
+def agreement(reference: List[set], candidate: List[set]) -> Dict:
+    """The candidate's entities scored against the reference's (P/R/F), and the documents that differ."""
+    tp = sum(len(r & c) for r, c in zip(reference, candidate))
+    p = tp / max(1, sum(map(len, candidate)))
+    r = tp / max(1, sum(map(len, reference)))
+    return {"p": round(100 * p, 3), "r": round(100 * r, 3), "f": round(100 * (2 * p * r / (p + r) if p + r else 0), 3),
+            "docs_differing": sum(a != b for a, b in zip(reference, candidate))}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", type=Path)
+    parser.add_argument("corpus", type=Path, help="W2NER JSON test file (CADEC)")
+    parser.add_argument("test", type=Path, help="The same test set as a DocBin (for spacy evaluate)")
+    parser.add_argument("--old-code", type=Path, help="A checkout of 0.2.0 (the float32 baseline before this round)")
+    parser.add_argument("--int8", help="optimize's --int8 (default: its default)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output", type=Path)
+    parser.add_argument("--results", type=Path, help="Where the accuracy JSON goes (project/results/...)")
+    args = parser.parse_args()
+
+    from spacy_w2ner.nn.int8 import INT8_PRESETS
+    from spacy_w2ner.optimize import optimize_pipeline
+
+    texts = [" ".join(r["sentence"]) for r in json.loads(args.corpus.read_text(encoding="utf8")) if r["sentence"]]
+    with tempfile.TemporaryDirectory() as work:
+        work = Path(work)
+        int8_model = work / "int8"
+        patterns = None if args.int8 is None else INT8_PRESETS.get(args.int8, args.int8.split(","))
+        report = optimize_pipeline(args.model, int8_model, patterns)
+        jsonl = work / "test.jsonl"
+        jsonl.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf8")
+        float32 = entity_sets(args.model, texts)
+        accuracy = {"float32": evaluate(args.model, args.test, work), "int8": evaluate(int8_model, args.test, work),
+                    "int8_vs_float32_entities": agreement(float32, entity_sets(int8_model, texts)),
+                    "float32_vs_float32_one_padded_pass_entities": agreement(entity_sets(args.model, texts, True), float32)}  # fmt: skip
+        cases = {"float32 annotate (0.2.0)": (args.model, "annotate", args.old_code),
+                 "encoder alone (0.2.0)": (args.model, "encoder", args.old_code),
+                 "float32 annotate": (args.model, "annotate", None),
+                 "encoder alone": (args.model, "encoder", None),
+                 "int8 annotate": (int8_model, "annotate", None)}  # fmt: skip
+        if not args.old_code:
+            cases = {name: case for name, case in cases.items() if "0.2.0" not in name}
+        runs: Dict[str, List[Dict]] = {name: [] for name in cases}
+        for _ in range(args.rounds):
+            for name, (model, mode, code) in cases.items():
+                runs[name].append(run_case(model, jsonl, mode, args.threads, code))
+                print(name, runs[name][-1], file=sys.stderr)
+    speed = {}
+    for name, results in runs.items():
+        best = min(r["seconds"] for r in results)
+        speed[name] = {"docs_per_s": round(len(texts) / best, 1), "seconds": [round(r["seconds"], 3) for r in results],
+                       "peak_rss_mb": max(r["peak_rss_mb"] for r in results)}  # fmt: skip
+    int8_rate = speed["int8 annotate"]["docs_per_s"]
+    ratios = {f"int8 annotate / {name}": round(int8_rate / s["docs_per_s"], 3) for name, s in speed.items() if name != "int8 annotate"}
+    ratios["float32 annotate / float32 annotate (0.2.0)"] = (
+        round(speed["float32 annotate"]["docs_per_s"] / speed["float32 annotate (0.2.0)"]["docs_per_s"], 3) if args.old_code else None
+    )
+    delta_f = round(100 * (accuracy["int8"]["w2ner_f"] - accuracy["float32"]["w2ner_f"]), 2)
+    report_dict = {"model": str(args.model), "optimize": {k: v for k, v in vars(report).items() if k != "output"},
+                   "documents": len(texts), "threads": args.threads, "rounds": args.rounds, "accuracy": accuracy,
+                   "int8_minus_float32_test_f": delta_f, "speed": speed, "ratios": ratios,
+                   "torch": __import__("torch").__version__, "python": platform.python_version(),
+                   "cpu": platform.processor() or platform.machine()}  # fmt: skip
+    text = json.dumps(report_dict, indent=2) + "\n"
+    print(text)
+    for path in (args.output, args.results):
+        if path:
+            path.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
