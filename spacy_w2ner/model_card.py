@@ -15,12 +15,15 @@ from .entities import get_entities, overlapping
 
 
 def write_model_card(model: Path, evaluation: Path, train: Optional[Path] = None, speed: Optional[Path] = None,
-                     evaluation_name: str = "") -> Path:  # fmt: skip
-    """Write ``model``/README.md (see the module docstring); its path."""
+                     evaluation_name: str = "", name: str = "") -> Path:  # fmt: skip
+    """Write ``model``/README.md (see the module docstring); its path. ``name``: the package's
+    name as ``spacy package --name`` gives it (default: the pipeline's meta.json name)."""
     import spacy
 
     model = Path(model)
     nlp = spacy.load(model)
+    if name:
+        nlp.meta["name"] = name
     metrics = json.loads(Path(evaluation).read_text(encoding="utf8"))
     sections = [
         _title(nlp),

@@ -151,7 +151,7 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     wordpieces), each pass's output copied into arrays for all spans as it comes (never all
     passes and their concatenation at once), then the heap's freed memory given back on the
     CPU (``memory.py``). Padding is masked, so a span's vectors do not depend on its pass."""
-    if is_train:
+    if is_train or len(wordpieces) == 0:
         return pytorch_forward(model, wordpieces, is_train)
     widths = unpadded_widths(wordpieces.attention_mask)
     passes = list(
