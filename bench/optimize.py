@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from optimize_candidates import agreement  # noqa: E402  (bench/ is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CASE_SCRIPT = r"""
@@ -93,15 +95,6 @@ def entity_sets(model: Path, texts: List[str], one_pass: bool = False) -> List[s
         transformer.MIN_TOKENS_PER_PASS = default
 
 
-def agreement(reference: List[set], candidate: List[set]) -> Dict:
-    """The candidate's entities scored against the reference's (P/R/F), and the documents that differ."""
-    tp = sum(len(r & c) for r, c in zip(reference, candidate))
-    p = tp / max(1, sum(map(len, candidate)))
-    r = tp / max(1, sum(map(len, reference)))
-    return {"p": round(100 * p, 3), "r": round(100 * r, 3), "f": round(100 * (2 * p * r / (p + r) if p + r else 0), 3),
-            "docs_differing": sum(a != b for a, b in zip(reference, candidate))}  # fmt: skip
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path)
@@ -115,14 +108,14 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="Where the accuracy JSON goes (project/results/...)")
     args = parser.parse_args()
 
-    from spacy_w2ner.nn.int8 import INT8_PRESETS
+    from spacy_w2ner.nn.int8 import int8_option
     from spacy_w2ner.optimize import optimize_pipeline
 
     texts = [" ".join(r["sentence"]) for r in json.loads(args.corpus.read_text(encoding="utf8")) if r["sentence"]]
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         int8_model = work / "int8"
-        patterns = None if args.int8 is None else INT8_PRESETS.get(args.int8, args.int8.split(","))
+        patterns = None if args.int8 is None else int8_option(args.int8)
         report = optimize_pipeline(args.model, int8_model, patterns)
         jsonl = work / "test.jsonl"
         jsonl.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf8")

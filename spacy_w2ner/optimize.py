@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Sequence
 from spacy.language import Language
 
 from .component import first_w2ner
-from .nn.int8 import INT8_PRESETS, check_patterns, int8_layer_names, quantize_linear_layers
+from .encoders.transformer import node_named
+from .nn.int8 import INT8_PRESETS, check_patterns, int8_layer_names, linear_layer_names, quantize_linear_layers
 
 DEFAULT_PRESET = "attention"
 TRANSFORMER_ARCHITECTURES = ("spacy_w2ner.ChunkedTransformerModel.v1", "spacy_w2ner.ChunkedTransformerModel.v2")
@@ -67,7 +68,7 @@ def optimize_pipeline(
     nlp = spacy.load(source)
     name = encoder_component(nlp)
     shim = _encoder_shim(nlp, name)
-    linear = len([m for m in shim._model.modules() if m.__class__.__name__ == "Linear"])
+    linear = len(linear_layer_names(shim._model, ["."]))
     if int8_layer_names(shim._model):
         raise OptimizeError(f"{source}: the encoder of '{name}' has int8 layers already")
     quantized = quantize_linear_layers(shim._model, patterns)
@@ -112,10 +113,10 @@ def encoder_component(nlp: Language) -> str:
 
 
 def _encoder_shim(nlp: Language, name: str):
-    for node in nlp.get_pipe(name).model.walk():
-        if node.name == "hf-pytorch" and node.shims:
-            return node.shims[0]
-    raise OptimizeError(f"'{name}' has no Hugging Face encoder")
+    try:
+        return node_named(nlp.get_pipe(name).model, "hf-pytorch").shims[0]
+    except (ValueError, IndexError):
+        raise OptimizeError(f"'{name}' has no Hugging Face encoder") from None
 
 
 def _write_atomically(nlp: Language, name: str, output: Path, report: OptimizeReport) -> None:

@@ -51,13 +51,17 @@ class Int8HFShim(FusedHFShim):
     def model_cls(self, value) -> None:
         self.__dict__["model_cls"] = value
 
+    _int8_model = None  # the encoder module last made (or found) int8
+
     def make_int8(self) -> None:
-        """Make the encoder's matched Linear layers int8 (once); ValueError on a GPU."""
-        if self._model is None or int8_layer_names(self._model):
+        """Make the encoder's matched Linear layers int8 (once per encoder module); ValueError on a GPU."""
+        if self._model is None or self._model is self._int8_model:
             return
-        if next(self._model.parameters()).device.type != "cpu":
-            raise ValueError("int8 layers run on a CPU only: use the float32 pipeline on a GPU")
-        quantize_linear_layers(self._model, self.int8_layers)
+        if not int8_layer_names(self._model):
+            if next(self._model.parameters()).device.type != "cpu":
+                raise ValueError("int8 layers run on a CPU only: use the float32 pipeline on a GPU")
+            quantize_linear_layers(self._model, self.int8_layers)
+        self._int8_model = self._model
 
     def predict(self, inputs):
         self.make_int8()

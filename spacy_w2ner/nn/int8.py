@@ -26,6 +26,11 @@ INT8_PRESETS: Dict[str, List[str]] = {
 }
 
 
+def int8_option(text: str) -> List[str]:
+    """``--int8``'s value as patterns: a preset's name, or comma-separated regular expressions."""
+    return INT8_PRESETS.get(text) or check_patterns([p.strip() for p in text.split(",") if p.strip()])
+
+
 def check_patterns(patterns: Sequence[str]) -> List[str]:
     """The patterns as a list, each a valid regular expression (ValueError naming a bad one)."""
     checked = []
