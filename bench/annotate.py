@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from plots import ANNOTATE_RUNS, plot_after_run, runs_beside  # noqa: E402  (bench/ is on sys.path)
+
 PIPE_SCRIPT = """
 import json, sys, spacy
 nlp = spacy.load(sys.argv[1])
@@ -133,6 +135,7 @@ def main() -> None:
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(results, indent=1) + "\n")
+        plot_after_run("speed", annotate=runs_beside(args.output, *ANNOTATE_RUNS), output=args.output.parent / "speed.png")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from annotate import write_input  # noqa: E402
 from memory import rss_mb  # noqa: E402
+from plots import plot_after_run  # noqa: E402
 
 
 class MallInfo2(ctypes.Structure):
@@ -74,6 +75,7 @@ def main() -> None:
         results = json.loads(args.output.read_text()) if args.output.exists() else {}
         results["trim" if result["trim"] else "no_trim"] = result
         args.output.write_text(json.dumps(results, indent=1) + "\n")
+        plot_after_run("memory", annotate_trend=args.output, output=args.output.parent / "memory-by-length.png")
 
 
 if __name__ == "__main__":

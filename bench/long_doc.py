@@ -16,6 +16,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 WORDS = (
     "She had severe pain in her knees and ankles after taking Lipitor for two weeks . "
@@ -24,6 +25,7 @@ WORDS = (
 
 
 from memory import peak_rss_mb, reset_peak, rss_mb  # noqa: E402  (bench/ is on sys.path)
+from plots import plot_after_run  # noqa: E402
 
 
 def run_case(model: str, length: int, sentences: bool, repeats: int = 1, corpus: str = "", passes: int = 3) -> dict:
@@ -121,6 +123,7 @@ def main() -> None:
     if args.output:
         with open(args.output, "w") as f:
             json.dump({"cases": rows, "ratios": ratios}, f, indent=2)
+        plot_after_run("memory", long_doc=Path(args.output), output=Path(args.output).parent / "memory-by-length.png")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from optimize_candidates import agreement  # noqa: E402  (bench/ is on sys.path)
+from plots import plot_after_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,6 +157,8 @@ def main() -> None:
     for path in (args.output, args.results):
         if path:
             path.write_text(text)
+    if args.output:
+        plot_after_run("speed", optimize=args.output, output=args.output.parent / "speed.png")
 
 
 if __name__ == "__main__":

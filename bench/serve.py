@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+from plots import plot_after_run  # noqa: E402  (bench/ is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -258,6 +260,7 @@ def main() -> None:
     print(json.dumps({k: v for k, v in results.items() if k != "local_server_rss_trend"}, indent=1))
     if args.output:
         args.output.write_text(json.dumps(results, indent=1) + "\n", encoding="utf8")
+        plot_after_run("serve", serve=args.output, output=args.output.parent / "serve-load.png")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from memory import peak_rss_mb, rss_mb  # noqa: E402  (bench/ is on sys.path)
+from plots import THROUGHPUT_RUNS, plot_after_run, runs_beside  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"w2ner": "w2ner_minilm_cpu.cfg", "spancat": "spancat_minilm_cpu.cfg"}
@@ -194,6 +195,7 @@ def main() -> None:
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+        plot_after_run("speed", throughput=runs_beside(args.output, *THROUGHPUT_RUNS), output=Path(args.output).parent / "speed.png")
 
 
 if __name__ == "__main__":

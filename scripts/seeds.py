@@ -47,6 +47,15 @@ def main() -> None:
         train_and_evaluate(args, command, seed, path)
     summary = summarize(args.name, args.score)
     print(json.dumps(summary, indent=1))
+    plot_accuracy()
+
+
+def plot_accuracy() -> None:
+    """project/results/accuracy-by-seed.png from the summaries just written (bench/plots.py)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from plots import plot_after_run
+
+    plot_after_run("accuracy", results=RESULTS)
 
 
 def train_and_evaluate(args, command, seed: int, path: Path) -> None:
