@@ -17,12 +17,14 @@ once every so many grid cells (bench/long_doc.py --after-corpus).
 import ctypes
 import ctypes.util
 from functools import lru_cache
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, List, Optional
 
 from spacy.tokens import Doc
 from thinc.api import NumpyOps
 
 TRIM_EVERY_DOCS = 64  # ReleasingPipe gives freed memory back at most this often
+# A batch's tokens at most (a longer doc goes alone): 1,000 CADEC sentences are 16,000 words
+MAX_BATCH_WORDS = 20_000
 
 
 def release_freed_memory() -> None:
@@ -60,18 +62,41 @@ class ReleaseEvery:
             self._since = 0
 
 
+def batches_within_words(stream: Iterable[Doc], max_docs: int, max_words: int) -> Iterator[List[Doc]]:
+    """The stream in order, in batches of at most ``max_docs`` docs and ``max_words`` tokens (a doc
+    longer than ``max_words`` alone): what a batch holds while it is predicted stays bounded,
+    however long the documents, while short ones still come in large batches."""
+    batch: List[Doc] = []
+    words = 0
+    for doc in stream:
+        if batch and (len(batch) >= max_docs or words + len(doc) > max_words):
+            yield batch
+            batch, words = [], 0
+        batch.append(doc)
+        words += len(doc)
+    if batch:
+        yield batch
+
+
 class ReleasingPipe:
-    """Mixin for a ``TrainablePipe``: its ``pipe`` gives the memory its batches freed back to the
-    system in whichever process runs it, after a batch, once at least ``TRIM_EVERY_DOCS`` docs went
-    by (counted across calls: a service calls ``pipe`` once per small batch, and a trim after
-    every one-doc batch would cost a fifth of a sentence's time; bench/README.md, "The HTTP service")."""
+    """Mixin for a ``TrainablePipe``: its ``pipe`` predicts in batches of at most ``batch_size``
+    docs and ``MAX_BATCH_WORDS`` tokens (``batches_within_words``), and gives the memory its
+    batches freed back to the system in whichever process runs it, after a batch, once at least
+    ``TRIM_EVERY_DOCS`` docs went by (counted across calls: a service calls ``pipe`` once per
+    small batch, and a trim after every one-doc batch would cost a fifth of a sentence's time;
+    bench/README.md, "The HTTP service")."""
 
     _docs_since_trim = 0
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
-        for count, doc in enumerate(super().pipe(stream, batch_size=batch_size), start=1):
-            yield doc
-            self._docs_since_trim += 1
-            if count % batch_size == 0 and self._docs_since_trim >= TRIM_EVERY_DOCS:
+        error_handler = self.get_error_handler()
+        for docs in batches_within_words(stream, batch_size, MAX_BATCH_WORDS):
+            try:
+                self.set_annotations(docs, self.predict(docs))
+                yield from docs
+            except Exception as error:
+                error_handler(self.name, self, docs, error)
+            self._docs_since_trim += len(docs)
+            if self._docs_since_trim >= TRIM_EVERY_DOCS:
                 release_freed_memory()
                 self._docs_since_trim = 0

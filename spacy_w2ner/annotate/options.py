@@ -21,7 +21,7 @@ class AnnotateOptions(PipelineOptions):
     id_key: str = option("id", "jsonl: the key of the document's id (default id: the line number)")
     doc_per_file: bool = option(False, "INPUT is a directory of .txt files, one document each")
     limit: int = option(0, "Read at most this many input documents (0: all)")
-    batch_size: int = option(64, "Documents per nlp.pipe batch")
+    batch_size: int = option(1000, "Documents per nlp.pipe batch at most (w2ner also caps a batch at 20,000 tokens)")
     strict: bool = option(False, "Stop at the first input that is not a document (exit 1) instead of skipping it")
     resume: bool = option(False, "Continue an interrupted run after its last checkpoint")
     errors: Optional[str] = option(None, "Where skipped inputs are written (default: OUTPUT.errors.jsonl)")
