@@ -35,6 +35,8 @@ setup(
         "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
         # Annotation and serving across processes and machines (--engine ray): Ray Data, Ray Serve.
         "ray": ["ray[data,serve]>=2.60,<3"],
+        # The documentation site (mkdocs build --strict) and its examples' tests.
+        "docs": ["mkdocs-material>=9.5", "mkdocstrings-python>=1.10", "mktestdocs>=0.2", "matplotlib>=3.8"],
     },
     entry_points={
         "spacy_factories": ["w2ner = spacy_w2ner.component:make_w2ner"],

@@ -24,10 +24,16 @@ def test_readme_has_two_setup_commands():
     assert commands[1].startswith("python -m pytest tests")
 
 
+# What CI does after the README's commands: build the documentation site, strict, into a temporary directory.
+DOCS_BUILD = ['DOCS_SITE=$(mktemp -d)', 'mkdocs build --strict -d "$DOCS_SITE"', 'rm -rf "$DOCS_SITE"']
+
+
 def test_ci_runs_the_readme_commands_in_a_fresh_virtual_environment():
     ci = ci_commands()
     readme = readme_setup_commands()
-    assert ci[-2:] == readme  # the README's commands, last, in order
+    assert ci[-len(DOCS_BUILD):] == DOCS_BUILD  # then only the site's strict build
+    ci = ci[: -len(DOCS_BUILD)]
+    assert ci[-2:] == readme  # the README's commands, in order
     before = ci[: -len(readme)]
     assert any(re.fullmatch(r"python3? -m venv (\S+)", line) for line in before)
     assert any(line.startswith(". ") and line.endswith("/bin/activate") for line in before)

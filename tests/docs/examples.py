@@ -1,0 +1,77 @@
+"""The examples of the documentation (docs/*.md and README.md): fenced code blocks and their markers.
+
+Every ``python``, ``bash``, ``console`` and ``sh`` block is an example that runs in the tests
+(test_examples.py), unless an HTML comment on the line before it says otherwise:
+
+* ``<!-- test: not-run: REASON -->``: not run here, and why (a GPU, a Ray cluster, half an hour of
+  training, a corpus that is not in the repository);
+* ``<!-- test: prints -->``: a Python block whose trailing ``# ...`` comment lines are exactly what
+  it prints;
+* ``<!-- test: needs: PATH -->``: runs only where PATH (relative to the repository) exists, e.g. a
+  pipeline trained by a project command, and is skipped saying so elsewhere;
+* ``<!-- test: background: URL -->``: a shell block that keeps running (a server): it is started,
+  the page's later blocks run once URL answers, and it is stopped at the end of the page.
+
+The Python blocks of one page share their names, in order, as a reader who pastes them does.
+Other blocks (ini, json, text) are shown, not run.
+"""
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_LANGUAGES = {"python", "bash", "console", "sh"}
+MARKERS = ("not-run", "prints", "needs", "background")
+FENCE = re.compile(
+    r"^(?:<!-- test: (?P<marker>[^\n]*?) -->\n)?(?P<indent>[ ]*)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$",
+    re.S | re.M,
+)
+
+
+@dataclass
+class Example:
+    page: str
+    line: int
+    lang: str
+    body: str
+    marker: str = ""
+    argument: str = ""
+
+    @property
+    def runs(self) -> bool:
+        return self.lang in RUN_LANGUAGES and self.marker != "not-run"
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+    def expected_output(self) -> List[str]:
+        """The trailing ``# ...`` lines of a ``prints`` block, without the ``# ``."""
+        lines = self.body.rstrip("\n").splitlines()
+        expected = []
+        while lines and lines[-1].startswith("#"):
+            expected.insert(0, lines.pop()[2:])
+        return expected
+
+
+def pages() -> List[Path]:
+    return [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+
+
+def examples(page: Path) -> List[Example]:
+    text = page.read_text(encoding="utf8")
+    found = []
+    for match in FENCE.finditer(text):
+        body = "\n".join(line[len(match.group("indent")):] for line in match.group("body").splitlines())
+        marker, argument = _marker(match.group("marker"))
+        line = text.count("\n", 0, match.start("lang")) + 1
+        found.append(Example(str(page.relative_to(ROOT)), line, match.group("lang"), body, marker, argument))
+    return found
+
+
+def _marker(text: Optional[str]):
+    if not text:
+        return "", ""
+    name, _, argument = text.partition(":")
+    return name.strip(), argument.strip()

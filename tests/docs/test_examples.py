@@ -1,0 +1,165 @@
+"""Every Python and shell example of README.md and docs/ runs and prints what its page says.
+
+Each page's examples run in order in one sandbox directory holding what the pages assume a reader
+has: the demo's pipeline at ``training/sample-w2ner_minilm_cpu/model-best`` (the demo's own where
+``spacy project run demo`` ran, as CI runs it before the tests; else the small pipeline the other
+tests train) also reachable as ``MODEL``, a directory of notes (``notes/``), ``notes.txt``,
+``notes.txt.gz``, ``notes.jsonl``, a corpus in each format under ``my_corpus/``, the sample dev
+set converted, and the project's configs. The markers are explained in examples.py.
+"""
+import contextlib
+import gzip
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ..conftest import cli
+from .examples import MARKERS, ROOT, examples, pages
+
+DEMO_MODEL = "training/sample-w2ner_minilm_cpu/model-best"
+NOTES = [
+    "After two weeks on Lipitor I had severe pain in the knees and ankles .",
+    "Aspirin caused severe headaches and nausea .",
+    "New York University is in New York .",
+]
+DAI = "She had pain in her knees and ankles .\n2,5 ADR|2,4,7,7 ADR\n\nAspirin helped .\n0,0 DRUG\n\n"
+CONLL = "EU NNP B-NP I-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP I-MISC\ncall NN I-NP O\n. . O O\n\n"
+BMES = "张 B-NAME\n三 E-NAME\n在 O\n北 B-LOC\n京 E-LOC\n。 O\n\n"
+
+
+def test_every_example_runs_or_says_why_not():
+    """A marker is one of the known ones; a block left out says why; a ``prints`` block shows output."""
+    problems = []
+    for page in pages():
+        for example in examples(page):
+            if example.marker and example.marker not in MARKERS:
+                problems.append(f"{example.where}: unknown marker {example.marker!r} (known: {', '.join(MARKERS)})")
+            if example.marker == "not-run" and len(example.argument) < 10:
+                problems.append(f"{example.where}: not-run needs a reason")
+            if example.marker == "prints" and not (example.lang == "python" and example.expected_output()):
+                problems.append(f"{example.where}: a prints block is Python ending in '# output' lines")
+            if example.marker in ("needs", "background") and not example.argument:
+                problems.append(f"{example.where}: {example.marker} needs its path or URL")
+    assert problems == []
+    assert sum(example.runs for page in pages() for example in examples(page)) >= 15  # the parser finds them
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory, saved_model):
+    """A directory with what the pages' examples assume (see the module's docstring)."""
+    root = tmp_path_factory.mktemp("docs-sandbox")
+    demo = ROOT / DEMO_MODEL
+    (root / DEMO_MODEL).parent.mkdir(parents=True)
+    (root / DEMO_MODEL).symlink_to(demo if demo.is_dir() else saved_model)
+    (root / "MODEL").symlink_to(demo if demo.is_dir() else saved_model)
+    (root / "project").mkdir()
+    (root / "project" / "configs").symlink_to(ROOT / "project" / "configs")
+    (root / "notes").mkdir()
+    for number, text in enumerate(NOTES, start=1):
+        (root / "notes" / f"note{number}.txt").write_text(text + "\n", encoding="utf8")
+    lines = "".join(text + "\n" for text in NOTES)
+    (root / "notes.txt").write_text(lines, encoding="utf8")
+    (root / "notes.txt.gz").write_bytes(gzip.compress(lines.encode("utf8")))
+    jsonl = "".join(f'{{"id": "n{k}", "text": "{text}", "site": "forum"}}\n' for k, text in enumerate(NOTES, 1))
+    (root / "notes.jsonl").write_text(jsonl, encoding="utf8")
+    (root / "my_corpus").mkdir()
+    (root / "my_corpus" / "train.txt").write_text(DAI, encoding="utf8")
+    (root / "my_corpus" / "valid.conll").write_text(CONLL, encoding="utf8")
+    (root / "my_corpus" / "train.char.bmes").write_text(BMES, encoding="utf8")
+    cli("convert", "w2ner-json", ROOT / "corpora" / "sample" / "dev.json", root / "corpora" / "converted" / "sample")
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [str(page.relative_to(ROOT)) for page in pages()])
+def test_the_examples_of_a_page_run(page, sandbox, tmp_path, monkeypatch):
+    page_examples = [example for example in examples(ROOT / page) if example.runs]
+    if not page_examples:
+        pytest.skip(f"{page} has no example to run")
+    work = tmp_path / "work"
+    shutil.copytree(sandbox, work, symlinks=True)
+    monkeypatch.chdir(work)
+    namespace = {"__name__": "__docs__"}
+    background = []
+    skipped = []
+    try:
+        for example in page_examples:
+            if example.marker == "needs":
+                if not (ROOT / example.argument).exists():
+                    skipped.append(f"{example.where} needs {example.argument}, which is not there")
+                    continue
+                _link(ROOT / example.argument, work / example.argument)
+            if example.lang == "python":
+                _run_python(example, namespace)
+            elif example.marker == "background":
+                background.append(_start(example, work))
+            else:
+                _run_shell(example, work)
+    finally:
+        for process in background:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=60)
+    if skipped:
+        pytest.skip("; ".join(skipped))
+
+
+def _link(source: Path, target: Path) -> None:
+    if target.is_symlink():
+        target.unlink()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.symlink_to(source)
+
+
+def _run_python(example, namespace) -> None:
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        exec(compile(example.body, example.where, "exec"), namespace)
+    if example.marker == "prints":
+        printed = [line.rstrip() for line in output.getvalue().rstrip("\n").splitlines()]
+        assert printed == example.expected_output(), f"{example.where} prints something else"
+
+
+def _environment() -> dict:
+    """This interpreter's ``python`` first on PATH, as in the activated virtual environment."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def _run_shell(example, work: Path) -> None:
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", example.body], cwd=work, env=_environment(),
+        capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, f"{example.where}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+
+
+def _start(example, work: Path) -> subprocess.Popen:
+    """Start a block that keeps running; return once its URL answers."""
+    port = int(example.argument.split(":")[2].split("/")[0])
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            pytest.skip(f"{example.where}: port {port} is taken on this machine")
+    log = open(work / "background.log", "w")
+    process = subprocess.Popen(
+        ["bash", "-c", example.body], cwd=work, env=_environment(), stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"{example.where} stopped:\n{(work / 'background.log').read_text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(example.argument, timeout=5) as answer:
+                if answer.status == 200:
+                    return process
+        except OSError:
+            time.sleep(1)
+    os.killpg(process.pid, signal.SIGTERM)
+    raise AssertionError(f"{example.where}: {example.argument} did not answer in 300 s")
