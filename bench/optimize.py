@@ -15,7 +15,9 @@ encoder run as they did before this round's encoder passes (one padded pass per 
 2. Speed: each case a fresh process with --threads torch threads, timed inside after loading and
    a warm-up batch; --rounds interleaved rounds, the best counts: ``spacy_w2ner.annotate`` of the
    test sentences (JSONL in, JSONL out) with the float32 pipeline (0.2.0 code and this code) and
-   the int8 one; ``nlp.pipe`` with w2ner disabled (the encoder alone: 0.2.0 and this code).
+   the int8 one; ``nlp.pipe`` with w2ner disabled (the encoder alone: 0.2.0 and this code). Each
+   at annotate's default batch size of its version (0.2.0: 64 documents; now 1000), and this
+   code's float32 cases at 64 too, which tells the code's gain from the batches'.
    Peak resident memory (VmHWM) of each process.
 """
 import argparse
@@ -32,6 +34,7 @@ from optimize_candidates import agreement  # noqa: E402  (bench/ is on sys.path)
 from plots import plot_after_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+OLD_BATCH = 64  # annotate's default batch before 0.3.0
 
 CASE_SCRIPT = r"""
 import json, os, sys, time
@@ -39,18 +42,18 @@ import torch
 torch.set_num_threads(int(sys.argv[4]))
 import spacy
 from spacy_w2ner.annotate.dispatch import annotate
-model, texts_path, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+model, texts_path, mode, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[5])
 nlp = spacy.load(model)
 texts = [json.loads(line)["text"] for line in open(texts_path, encoding="utf8")]
 if mode == "encoder":
-    run = lambda: sum(1 for _ in nlp.pipe(texts, batch_size=64, disable=["w2ner"]))
+    run = lambda: sum(1 for _ in nlp.pipe(texts, batch_size=batch, disable=["w2ner"]))
     list(nlp.pipe(texts[:64], disable=["w2ner"]))
 else:
     out = texts_path + f".{os.getpid()}.out.jsonl"
     def run():
         if os.path.exists(out):
             os.remove(out)
-        return annotate(nlp, texts_path, out, progress=False, batch_size=64).written
+        return annotate(nlp, texts_path, out, progress=False, batch_size=batch).written
     list(nlp.pipe(texts[:64]))
 start = time.perf_counter()
 docs = run()
@@ -60,11 +63,11 @@ print(json.dumps({"seconds": seconds, "documents": docs, "peak_rss_mb": round(pe
 """
 
 
-def run_case(model: Path, texts: Path, mode: str, threads: int, code: Optional[Path]) -> Dict:
+def run_case(model: Path, texts: Path, mode: str, batch: int, threads: int, code: Optional[Path]) -> Dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     if code:
         env["PYTHONPATH"] = str(code)
-    done = subprocess.run([sys.executable, "-c", CASE_SCRIPT, str(model.resolve()), str(texts), mode, str(threads)],
+    done = subprocess.run([sys.executable, "-c", CASE_SCRIPT, str(model.resolve()), str(texts), mode, str(threads), str(batch)],
                           capture_output=True, text=True, env=env, cwd=str(code or ROOT))  # fmt: skip
     if done.returncode:
         raise RuntimeError(f"{mode} {model}: {done.stderr[-2000:]}")
@@ -80,7 +83,7 @@ def evaluate(model: Path, test: Path, work: Path) -> Dict:
     return {key: metrics[key] for key in keep if key in metrics}
 
 
-def entity_sets(model: Path, texts: List[str], one_pass: bool = False) -> List[set]:
+def entity_sets(model: Path, texts: List[str], batch_size: int, one_pass: bool = False) -> List[set]:
     """Each text's entities; ``one_pass``: the encoder's spans in one padded pass per batch (0.2.0)."""
     import spacy
 
@@ -91,7 +94,7 @@ def entity_sets(model: Path, texts: List[str], one_pass: bool = False) -> List[s
     transformer.MIN_TOKENS_PER_PASS = 10**9 if one_pass else default
     try:
         nlp = spacy.load(model)
-        return [{(e.label, e.tokens) for e in get_entities(doc)} for doc in nlp.pipe(texts, batch_size=64)]
+        return [{(e.label, e.tokens) for e in get_entities(doc)} for doc in nlp.pipe(texts, batch_size=batch_size)]
     finally:
         transformer.MIN_TOKENS_PER_PASS = default
 
@@ -109,6 +112,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="Where the accuracy JSON goes (project/results/...)")
     args = parser.parse_args()
 
+    from spacy_w2ner.annotate.options import AnnotateOptions
     from spacy_w2ner.nn.int8 import int8_option
     from spacy_w2ner.optimize import optimize_pipeline
 
@@ -120,21 +124,25 @@ def main() -> None:
         report = optimize_pipeline(args.model, int8_model, patterns)
         jsonl = work / "test.jsonl"
         jsonl.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf8")
-        float32 = entity_sets(args.model, texts)
+        batch = AnnotateOptions().batch_size  # annotate's default, as a user runs it
+        float32 = entity_sets(args.model, texts, batch)
         accuracy = {"float32": evaluate(args.model, args.test, work), "int8": evaluate(int8_model, args.test, work),
-                    "int8_vs_float32_entities": agreement(float32, entity_sets(int8_model, texts)),
-                    "float32_vs_float32_one_padded_pass_entities": agreement(entity_sets(args.model, texts, True), float32)}  # fmt: skip
-        cases = {"float32 annotate (0.2.0)": (args.model, "annotate", args.old_code),
-                 "encoder alone (0.2.0)": (args.model, "encoder", args.old_code),
-                 "float32 annotate": (args.model, "annotate", None),
-                 "encoder alone": (args.model, "encoder", None),
-                 "int8 annotate": (int8_model, "annotate", None)}  # fmt: skip
+                    "int8_vs_float32_entities": agreement(float32, entity_sets(int8_model, texts, batch)),
+                    "float32_vs_float32_one_padded_pass_entities": agreement(entity_sets(args.model, texts, OLD_BATCH, True), float32),
+                    f"float32_vs_float32_batches_of_{OLD_BATCH}_entities": agreement(entity_sets(args.model, texts, OLD_BATCH), float32)}  # fmt: skip
+        cases = {"float32 annotate (0.2.0)": (args.model, "annotate", OLD_BATCH, args.old_code),
+                 "encoder alone (0.2.0)": (args.model, "encoder", OLD_BATCH, args.old_code),
+                 "float32 annotate": (args.model, "annotate", batch, None),
+                 f"float32 annotate, batches of {OLD_BATCH}": (args.model, "annotate", OLD_BATCH, None),
+                 "encoder alone": (args.model, "encoder", batch, None),
+                 f"encoder alone, batches of {OLD_BATCH}": (args.model, "encoder", OLD_BATCH, None),
+                 "int8 annotate": (int8_model, "annotate", batch, None)}  # fmt: skip
         if not args.old_code:
             cases = {name: case for name, case in cases.items() if "0.2.0" not in name}
         runs: Dict[str, List[Dict]] = {name: [] for name in cases}
         for _ in range(args.rounds):
-            for name, (model, mode, code) in cases.items():
-                runs[name].append(run_case(model, jsonl, mode, args.threads, code))
+            for name, (model, mode, batch_size, code) in cases.items():
+                runs[name].append(run_case(model, jsonl, mode, batch_size, args.threads, code))
                 print(name, runs[name][-1], file=sys.stderr)
     speed = {}
     for name, results in runs.items():
@@ -148,7 +156,7 @@ def main() -> None:
     )
     delta_f = round(100 * (accuracy["int8"]["w2ner_f"] - accuracy["float32"]["w2ner_f"]), 2)
     report_dict = {"model": str(args.model), "optimize": {k: v for k, v in vars(report).items() if k != "output"},
-                   "documents": len(texts), "threads": args.threads, "rounds": args.rounds, "accuracy": accuracy,
+                   "documents": len(texts), "annotate_batch_size": batch, "threads": args.threads, "rounds": args.rounds, "accuracy": accuracy,
                    "int8_minus_float32_test_f": delta_f, "speed": speed, "ratios": ratios,
                    "torch": __import__("torch").__version__, "python": platform.python_version(),
                    "cpu": platform.processor() or platform.machine()}  # fmt: skip

@@ -312,10 +312,13 @@ def optimize_runs(path: Path) -> Tuple[list, list]:
     """(categories, runs) of documents/s from bench/optimize.py's JSON: the 0.2.0 code against this one."""
     speed = need(read_json(path), path, "speed")
     runs = []
-    for suffix, name in ((" (0.2.0)", "0.2.0"), ("", "0.3.0")):
+    batch = read_json(path).get("annotate_batch_size")
+    suffixes = ((" (0.2.0)", "0.2.0, batches of 64"), (", batches of 64", "0.3, batches of 64"),
+                ("", f"0.3, batches of {batch}" if batch else "0.3"))
+    for suffix, name in suffixes:
         values = {label: speed[key + suffix]["docs_per_s"] for key, label, _ in OPTIMIZE_CASES if key + suffix in speed}
         runs.append((name, values))
-    if not runs[1][1]:
+    if not runs[-1][1]:
         raise PlotDataError(f"{path}: no key 'speed.float32 annotate' (nor any other case of OPTIMIZE_CASES)")
     return [(label, kind) for _, label, kind in OPTIMIZE_CASES], [run for run in runs if run[1]]
 
