@@ -57,8 +57,7 @@ def _table(header: Tuple[str, ...], rows: List[Tuple[str, ...]]) -> str:
 def _literal(value: object) -> str:
     """A default as a config file writes it."""
     if isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith("@"):
-        key, name = next(iter(value.items()))
-        return f'{key} = "{name}"'
+        return next(iter(value.values()))  # a registered function, by its name
     try:
         return json.dumps(value, ensure_ascii=False)
     except TypeError:

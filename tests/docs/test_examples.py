@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import io
 import os
+import re
 import shutil
 import signal
 import socket
@@ -163,3 +164,34 @@ def _start(example, work: Path) -> subprocess.Popen:
             time.sleep(1)
     os.killpg(process.pid, signal.SIGTERM)
     raise AssertionError(f"{example.where}: {example.argument} did not answer in 300 s")
+
+
+def test_config_snippets_parse_and_name_registered_functions():
+    """Each ``ini`` block is a piece of a spaCy config: it parses (its parent sections added) and
+    every function it names (``@architectures = "..."``) is registered."""
+    import spacy
+    from thinc.api import Config
+
+    import spacy_w2ner  # noqa: F401  (registers the package's functions)
+
+    snippets = [example for page in pages() for example in examples(page) if example.lang == "ini"]
+    assert snippets
+    for example in snippets:
+        sections = re.findall(r"^\[([^\]]+)\]", example.body, re.M)
+        parents = sorted({".".join(name.split(".")[:k]) for name in sections for k in range(1, name.count(".") + 1)})
+        text = "".join(f"[{parent}]\n" for parent in parents if parent not in sections) + example.body
+        Config().from_str(text, interpolate=False)
+        for registry, name in re.findall(r'^@(\w+) = "([^"]+)"', example.body, re.M):
+            assert spacy.registry.has(registry, name), f"{example.where}: {name} is not registered"
+
+
+def test_the_record_shown_is_a_record():
+    """The ``json`` record on the annotate page is valid JSON of the record schema (``Record``)."""
+    import json
+
+    from spacy_w2ner.annotate.records import Record
+
+    blocks = [example for example in examples(ROOT / "docs" / "annotate.md") if example.lang == "json"]
+    assert blocks
+    for example in blocks:
+        Record.model_validate(json.loads(example.body))

@@ -11,7 +11,6 @@ from .examples import ROOT
 HAS_MKDOCS = all(importlib.util.find_spec(name) for name in ("mkdocs", "material", "mkdocstrings_handlers"))
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not HAS_MKDOCS, reason="the [docs] extra (mkdocs-material, mkdocstrings-python) is not installed")
 def test_the_site_builds_in_strict_mode(tmp_path):
     result = subprocess.run(
@@ -41,3 +40,17 @@ def test_a_missing_plot_is_a_warning_naming_it(tmp_path, caplog, monkeypatch):
         files = hook.on_files([], config=None)
     assert files == []
     assert "bench/results/nothing.png is missing" in caplog.text
+
+
+def test_the_four_first_tasks_are_two_clicks_from_home():
+    """Home links to the page of each task, and that page shows how to do it."""
+    home = (ROOT / "docs" / "index.md").read_text(encoding="utf8")
+    tasks = {
+        "train.md": "python -m spacy_w2ner convert brat",  # train on a brat corpus
+        "doc-contract.md": "'ankles' 7 8 ADR e1",  # a discontinuous entity's fragments in doc.spans
+        "annotate.md": "notes/ notes-brat/ --doc-per-file",  # annotate a directory of notes
+        "serve.md": "python -m spacy_w2ner serve",  # serve a pipeline
+    }
+    for page, shown in tasks.items():
+        assert f"]({page})" in home, page
+        assert shown in (ROOT / "docs" / page).read_text(encoding="utf8"), page
