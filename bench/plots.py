@@ -310,9 +310,10 @@ def throughput_runs(paths: Sequence[Path], cases, cited: str) -> Tuple[list, lis
 
 def optimize_runs(path: Path) -> Tuple[list, list]:
     """(categories, runs) of documents/s from bench/optimize.py's JSON: the 0.2.0 code against this one."""
-    speed = need(read_json(path), path, "speed")
+    data = read_json(path)
+    speed = need(data, path, "speed")
     runs = []
-    batch = read_json(path).get("annotate_batch_size")
+    batch = data.get("annotate_batch_size")
     suffixes = ((" (0.2.0)", "0.2.0, batches of 64"), (", batches of 64", "0.3, batches of 64"),
                 ("", f"0.3, batches of {batch}" if batch else "0.3"))
     for suffix, name in suffixes:
