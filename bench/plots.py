@@ -565,24 +565,41 @@ def draw_load_lines(latency_ax, throughput_ax, path: Path) -> None:
         ax.grid(alpha=0.3, which="both")
 
 
+def short_variant_name(name: str) -> str:
+    """A variant's row label: cpu-serve-optimize.json's key, its request size and batch abbreviated."""
+    for long, short in ((" sentences a request", "/request"), (" sentence a request", "/request"),
+                        ("no model (the request path only)", "no model (request path)"), ("batches of", "batch")):
+        name = name.replace(long, short)
+    return name
+
+
 def draw_variants(ax, path: Path) -> None:
-    """Documents/s at the most clients of each pipeline in cpu-serve-optimize.json, latencies as text."""
+    """Documents/s at the most clients of each service variant in cpu-serve-optimize.json, with
+    latencies after each value; a bar far beyond the models' (the request path alone) is cut at
+    the axis' end, its value written."""
     data = read_json(path)
     names = [name for name in data if isinstance(data[name], dict)]
     if not names:
         raise PlotDataError(f"{path}: no pipeline entry (an object with key 'local')")
-    values, notes = {}, {}
-    for name in names:
-        row = load_rows(data[name], f"{path}: {name!r}")[-1]
-        values[name], notes[name] = row["documents_per_s"], f"p50 {row['latency_p50_ms']:.0f} ms, p99 {row['latency_p99_ms']:.0f} ms"
-    kinds = {name: "w2ner-variant" if "int8" in name else "w2ner" for name in names}
-    grouped_barh(ax, [(name, kinds[name]) for name in names], [("", values)])
+    rows = {name: load_rows(data[name], f"{path}: {name!r}")[-1] for name in names}
+    kinds = {name: "encoder" if "no model" in name else "w2ner-variant" if "int8" in name else "w2ner" for name in names}
+    models = [rows[name]["documents_per_s"] for name in names if kinds[name] != "encoder"] or [1.0]
+    end = max(models) * 2.3
     for row, name in enumerate(names):
-        colour = "black" if kinds[name] == "w2ner-variant" else "white"
-        ax.text(values[name] * 0.5, -row, notes[name], va="center", ha="center", fontsize=9.5, color=colour)
-    clients = load_rows(data[names[0]], f"{path}: {names[0]!r}")[-1]["clients"]
-    ax.set_title(f"{clients} clients: each pipeline served in turn", loc="left", fontweight="bold")
-    ax.set_xlabel("documents/s (one sentence each)")
+        value = rows[name]["documents_per_s"]
+        ax.barh(-row, min(value, end), height=0.75, color=COLOURS[kinds[name]])
+        cut = " (bar cut)" if value > end else ""
+        note = f"{figure_number(value)}{cut}   p50 {rows[name]['latency_p50_ms']:.0f} ms, p99 {rows[name]['latency_p99_ms']:.0f} ms"
+        x, align, colour = (end * 0.99, "right", "white") if cut else (value, "left", "black")
+        ax.annotate(note, (x, -row), xytext=(3 if align == "left" else -3, 0), textcoords="offset points",
+                    va="center", ha=align, fontsize=8.5, color=colour)  # fmt: skip
+    ax.set_yticks([-row for row in range(len(names))], [short_variant_name(name) for name in names], fontsize=8.5)
+    ax.set_ylim(-len(names) + 0.5, 0.5)
+    ax.set_xlim(0, end)
+    ax.grid(axis="x", alpha=0.3)
+    clients = rows[names[0]]["clients"]
+    ax.set_title(f"{clients} clients: each service variant in turn", loc="left", fontweight="bold")
+    ax.set_xlabel("documents/s (a document is one sentence)")
 
 
 def plot_serve_load(serve: Path = BENCH_RESULTS / "cpu-serve.json", variants: Optional[Path] = BENCH_RESULTS / "cpu-serve-optimize.json",
@@ -590,11 +607,12 @@ def plot_serve_load(serve: Path = BENCH_RESULTS / "cpu-serve.json", variants: Op
     """The HTTP service under load: p50/p99 latency and documents/s against concurrent clients
     (``serve``: bench/serve.py's cpu-serve.json, its local engine at each number of clients, the
     soak and Ray Serve where present, annotate in one process as the ceiling), and documents/s of
-    float32 0.2.0 / float32 0.3.0 / int8 at 32 clients (``variants``: cpu-serve-optimize.json;
-    None leaves that panel out). One-sentence requests; clients and server share 2 CPU cores.
+    each service variant at 32 clients (``variants``: cpu-serve-optimize.json, one entry a variant:
+    the request path without a model, float32 0.2.0, float32 now, int8, with one or more sentences
+    a request; None leaves that panel out). Clients and server share 2 CPU cores.
     """
     plt = pyplot()
-    fig = plt.figure(figsize=(9, 9.5 if variants else 5.5))
+    fig = plt.figure(figsize=(10, 10.5 if variants else 5.5))
     grid = fig.add_gridspec(2 if variants else 1, 2, height_ratios=[1.6, 1] if variants else [1])
     latency_ax, throughput_ax = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
     draw_load_lines(latency_ax, throughput_ax, serve)

@@ -16,6 +16,12 @@ One run, one machine, so the figures are ratios of each other:
   (flat or not) and every answer accounted for (failed, lost, duplicated);
 * ``--ray``: Ray Serve with 2 replicas, the same load as the most clients.
 
+``--documents-per-request K`` sends lists of K sentences a request (a client sending a note's
+sentences together), where the model's speed shows through the HTTP round trips.
+``--request-path-only`` measures the service without the model: the same server, whose pipeline
+is replaced by its tokenizer (``STUB_SERVER``: records with no entities), so the figures are what
+HTTP, JSON, batching and the client cost on these CPUs, the ceiling any model's service meets.
+
 The clients (httpx, asyncio) run in this process, on the same CPUs as the server.
 """
 import argparse
@@ -31,7 +37,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from plots import plot_after_run  # noqa: E402  (bench/ is on sys.path)
 
@@ -83,11 +89,29 @@ class MemorySampler(threading.Thread):
             self.samples.append((round(time.monotonic() - start, 1), round(rss_mb(self.pid), 1)))
 
 
-def start_server(model: str, *options: str):
+# The service with its pipeline replaced by the tokenizer: each request's documents get records
+# with no entities, through the same app, batcher and model thread.
+STUB_SERVER = r"""
+import runpy, sys
+from spacy_w2ner.serve import runner
+
+def records(self, payloads):
+    docs = [self.nlp.make_doc(document["text"]) for document, _ in payloads]
+    return [runner.make_record(document["id"], None, document["meta"], doc, self.spans_key, threshold)
+            for (document, threshold), doc in zip(payloads, docs)]
+
+runner.PipelineRunner.records = records
+sys.argv = ["spacy_w2ner", *sys.argv[1:]]
+runpy.run_module("spacy_w2ner", run_name="__main__")
+"""
+
+
+def start_server(model: str, *options: str, stub: bool = False):
     import httpx
 
     port = free_port()
-    command = [sys.executable, "-m", "spacy_w2ner", "serve", model, "--port", str(port), *options]
+    program = ["-c", STUB_SERVER] if stub else ["-m", "spacy_w2ner"]
+    command = [sys.executable, *program, "serve", model, "--port", str(port), *options]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
@@ -102,18 +126,24 @@ def start_server(model: str, *options: str):
     raise RuntimeError(f"the server ({' '.join(options)}) did not get ready")
 
 
-async def load(url: str, texts: List[str], clients: int, requests: int) -> Dict:
-    """``clients`` concurrent clients, ``requests`` one-sentence requests in all (ids = their number)."""
+async def load(url: str, texts: List[str], clients: int, requests: int, per_request: int = 1) -> Dict:
+    """``clients`` concurrent clients, ``requests`` requests in all, each one sentence (a document)
+    or a list of ``per_request`` of them; a document's id is its number over all requests."""
     import httpx
 
     latencies, answers, failures = [], {}, []
     next_request = iter(range(requests))
 
+    def body(k: int):
+        ids = range(k * per_request, (k + 1) * per_request)
+        documents = [{"text": texts[i % len(texts)], "id": i} for i in ids]
+        return documents if per_request > 1 else documents[0]
+
     async def client(http):
         for k in next_request:
             start = time.perf_counter()
             try:
-                answer = await http.post(f"{url}/annotate", json={"text": texts[k % len(texts)], "id": k})
+                answer = await http.post(f"{url}/annotate", json=body(k))
             except httpx.HTTPError as err:
                 failures.append({"request": k, "error": repr(err)})
                 continue
@@ -121,8 +151,9 @@ async def load(url: str, texts: List[str], clients: int, requests: int) -> Dict:
             if answer.status_code != 200:
                 failures.append({"request": k, "status": answer.status_code, "error": answer.text[:200]})
                 continue
-            record = answer.json()
-            answers.setdefault(record["id"], []).append(record)
+            records = answer.json()
+            for record in records if per_request > 1 else [records]:
+                answers.setdefault(record["id"], []).append(record)
 
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
@@ -131,8 +162,9 @@ async def load(url: str, texts: List[str], clients: int, requests: int) -> Dict:
         seconds = time.perf_counter() - start
     latencies.sort()
     return {
-        "clients": clients, "requests": requests, "seconds": round(seconds, 2),
-        "requests_per_s": round(requests / seconds, 1), "documents_per_s": round(requests / seconds, 1),
+        "clients": clients, "requests": requests, "documents_per_request": per_request,
+        "documents": requests * per_request, "seconds": round(seconds, 2),
+        "requests_per_s": round(requests / seconds, 1), "documents_per_s": round(requests * per_request / seconds, 1),
         "latency_p50_ms": round(1000 * latencies[len(latencies) // 2], 1) if latencies else None,
         "latency_p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1) if latencies else None,
         "failed": len(failures), "failures": failures[:5],
@@ -140,16 +172,16 @@ async def load(url: str, texts: List[str], clients: int, requests: int) -> Dict:
     }  # fmt: skip
 
 
-def check_answers(result: Dict, texts: List[str], expected: List[Dict]) -> None:
-    """Every request answered once, with its id, and annotate's entities for its sentence: the same
+def check_answers(result: Dict, texts: List[str], expected: Optional[List[Dict]]) -> None:
+    """Every document answered once, with its id, and annotate's entities for its sentence: the same
     labels, texts, fragments and tokens, scores within float32 noise (a sentence's scores move in
     the 7th digit with what it is batched with, in annotate too: batch 64 against batch 8 or one
-    at a time, 30 of 100 CADEC sentences differ there)."""
+    at a time, 30 of 100 CADEC sentences differ there). ``expected`` None: ids only (no model)."""
     answers = result.pop("_answers")
-    lost = [k for k in range(result["requests"]) if k not in answers]
+    lost = [k for k in range(result["documents"]) if k not in answers]
     duplicated = [k for k, records in answers.items() if len(records) > 1]
     differing, worst = 0, 0.0
-    for k, records in answers.items():
+    for k, records in answers.items() if expected is not None else ():
         got, want = records[0]["entities"], expected[k % len(texts)]["entities"]
         if [_without_score(e) for e in got] != [_without_score(e) for e in want]:
             differing += 1
@@ -201,6 +233,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="requests per number of clients")
     parser.add_argument("--soak", type=int, default=10000, help="requests of the soak at the most clients (0: none)")
     parser.add_argument("--ray", action="store_true", help="also Ray Serve with 2 replicas")
+    parser.add_argument("--documents-per-request", type=int, default=1, help="sentences a request (a list when more than 1)")
+    parser.add_argument("--server-options", nargs="+", default=[], metavar="OPTION",
+                        help="more options for the local server, e.g. --server-options=--max-batch-size=256")
+    parser.add_argument("--request-path-only", action="store_true",
+                        help="the service without the model (its pipeline replaced by the tokenizer): the request path's ceiling")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
 
@@ -213,20 +250,26 @@ def main() -> None:
     results["nlp_alone"] = bench_nlp_latency(args.model, texts)
     print(json.dumps({"annotate": reference, "nlp_alone": results["nlp_alone"]}), flush=True)
 
-    process, url = start_server(args.model)
+    per_request = args.documents_per_request
+    results["documents_per_request"], results["request_path_only"] = per_request, args.request_path_only
+    if args.request_path_only:
+        expected = None  # the stub finds no entities: answers are checked for their ids only
+    results["server_options"] = args.server_options
+    process, url = start_server(args.model, *args.server_options, stub=args.request_path_only)
     try:
         sampler = MemorySampler(process.pid)
         sampler.start()
         results["local"] = []
         for clients in args.clients:
-            result = asyncio.run(load(url, texts, clients, args.requests if clients > 1 else min(args.requests, 500)))
+            requests = args.requests if clients > 1 else min(args.requests, 500)
+            result = asyncio.run(load(url, texts, clients, requests, per_request))
             check_answers(result, texts, expected)
             result["vs_annotate_documents_per_s"] = round(result["documents_per_s"] / reference["documents_per_s"], 3)
             results["local"].append(result)
             print(json.dumps(result), flush=True)
         if args.soak:
             before = len(sampler.samples)
-            soak = asyncio.run(load(url, texts, max(args.clients), args.soak))
+            soak = asyncio.run(load(url, texts, max(args.clients), args.soak, per_request))
             check_answers(soak, texts, expected)
             trend = [mb for _, mb in sampler.samples[before:]]
             tenth = max(1, len(trend) // 10)
@@ -236,7 +279,7 @@ def main() -> None:
             results["soak"] = soak
             print(json.dumps(soak), flush=True)
         sampler.stop.set()
-        results["local_server_peak_rss_mb"] = max(mb for _, mb in sampler.samples)
+        results["local_server_peak_rss_mb"] = max((mb for _, mb in sampler.samples), default=round(rss_mb(process.pid), 1))
         results["local_server_rss_trend"] = sampler.samples[:: max(1, len(sampler.samples) // 60)]
     finally:
         process.terminate()
@@ -247,7 +290,7 @@ def main() -> None:
     if args.ray:
         process, url = start_server(args.model, "--engine", "ray", "--replicas", "2", "--cpus-per-replica", "1")
         try:
-            result = asyncio.run(load(url, texts, max(args.clients), args.requests))
+            result = asyncio.run(load(url, texts, max(args.clients), args.requests, per_request))
             check_answers(result, texts, expected)
             local = next(r for r in results["local"] if r["clients"] == max(args.clients))
             result["vs_local_documents_per_s"] = round(result["documents_per_s"] / local["documents_per_s"], 3)

@@ -21,7 +21,7 @@ class ServeOptions(PipelineOptions):
     port: int = option(8080, "Port to listen on")
     api_key: Optional[str] = option(None, f"Bearer token the requests must carry (default: ${API_KEY_ENV}; none: no check)")
     engine: str = option("local", "local (one process, uvicorn) or ray (Ray Serve replicas)")
-    max_batch_size: int = option(32, "Documents gathered into one nlp.pipe call at most")
+    max_batch_size: int = option(256, "Documents gathered into one nlp.pipe call at most")
     max_wait_ms: float = option(2.0, "How long a batch that is not full waits for more documents")
     max_documents: int = option(64, "Documents per request at most")
     max_text_chars: int = option(100_000, "Characters per document at most (413 above)")

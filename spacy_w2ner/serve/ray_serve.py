@@ -33,7 +33,7 @@ def service_class():
             self.annotate_batch.set_max_batch_size(options.max_batch_size)
             self.annotate_batch.set_batch_wait_timeout_s(options.max_wait_ms / 1000.0)
 
-        @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.002)
+        @serve.batch(max_batch_size=256, batch_wait_timeout_s=0.002)
         async def annotate_batch(self, payloads: List[Payload]) -> List[Dict[str, Any]]:
             return await asyncio.get_running_loop().run_in_executor(self.executor, self.runner.records, payloads)
 
