@@ -8,7 +8,7 @@ each choice against float32, one saved pipeline (the choice of ``optimize``'s de
 Each case loads the pipeline afresh, makes the layers that a preset of ``nn.int8.INT8_PRESETS``
 names int8 in memory (``quantize_linear_layers``), at 7-bit activations (torch's own dynamic
 Linear, ``reduce_range``) and at 8 (``nn.int8.Int8Linear`` on a CPU with AVX-512 VNNI), and
-scores ``nlp.evaluate`` on the gold DocBins (batches of 1000, like ``annotate``): F, discontinuous
+scores its predictions on the gold DocBins (batches of 1000, like ``annotate``; spaCy's ``Scorer``): F, discontinuous
 and overlapping F, and the entities' agreement with float32's on test. Choose on dev; test says
 how the choice holds up.
 """
@@ -37,8 +37,10 @@ def load_gold(nlp, path: Path) -> List:
 
 
 def case(model: Path, dev: Path, test: Path, patterns: Optional[List[str]], bits: int) -> Dict:
-    """F on dev and test, and test entities, of the pipeline with ``patterns``' layers int8."""
+    """F on dev and test, and test entities, of the pipeline with ``patterns``' layers int8: each
+    split predicted once (batches of ``BATCH``), then scored by the pipeline's own scorer."""
     import spacy
+    from spacy.scorer import Scorer
     from spacy.tokens import Doc
     from spacy.training import Example
 
@@ -51,11 +53,12 @@ def case(model: Path, dev: Path, test: Path, patterns: Optional[List[str]], bits
     scores, entities = {}, []
     for split, path in (("dev", dev), ("test", test)):
         gold = load_gold(nlp, path)
-        words = [Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d]) for d in gold]
-        metrics = nlp.evaluate([Example(w, g) for w, g in zip(words, gold)], batch_size=BATCH)
+        words = (Doc(nlp.vocab, words=[t.text for t in d], spaces=[bool(t.whitespace_) for t in d]) for d in gold)
+        predicted = list(nlp.pipe(words, batch_size=BATCH))
+        metrics = Scorer(nlp).score([Example(p, g) for p, g in zip(predicted, gold)])
         scores[split] = {key: round(100 * metrics[f"w2ner_{key}"], 2) for key in ("f", "discontinuous_f", "overlapping_f")}
         if split == "test":
-            entities = [{(e.label, e.tokens) for e in get_entities(doc)} for doc in nlp.pipe(words, batch_size=BATCH)]
+            entities = [{(e.label, e.tokens) for e in get_entities(doc)} for doc in predicted]
     return {"scores": scores, "_entities": entities}
 
 

@@ -33,7 +33,8 @@ def service_class():
             self.annotate_batch.set_max_batch_size(options.max_batch_size)
             self.annotate_batch.set_batch_wait_timeout_s(options.max_wait_ms / 1000.0)
 
-        @serve.batch(max_batch_size=256, batch_wait_timeout_s=0.002)
+        # serve's defaults here; __init__ sets each deployment's own options
+        @serve.batch(max_batch_size=ServeOptions.max_batch_size, batch_wait_timeout_s=ServeOptions.max_wait_ms / 1000.0)
         async def annotate_batch(self, payloads: List[Payload]) -> List[Dict[str, Any]]:
             return await asyncio.get_running_loop().run_in_executor(self.executor, self.runner.records, payloads)
 
