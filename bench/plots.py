@@ -286,7 +286,7 @@ def plot_accuracy_by_seed(results: Path = PROJECT_RESULTS, output: Optional[Path
 INFERENCE_CASES = [("infer_transformer", "MiniLM alone", "encoder"), ("infer_spancat", "MiniLM + spaCy spancat", "spacy"),
                    ("infer_w2ner", "MiniLM + w2ner", "w2ner")]  # fmt: skip
 TRAINING_CASES = [("train_spancat", "MiniLM + spaCy spancat", "spacy"), ("train_w2ner", "MiniLM + w2ner", "w2ner")]
-OPTIMIZE_CASES = [("float32 annotate", "annotate, float32", "w2ner"), ("int8 annotate", "annotate, int8 attention", "w2ner-variant"),
+OPTIMIZE_CASES = [("float32 annotate", "annotate, float32", "w2ner"), ("int8 annotate", "annotate, int8 (optimize)", "w2ner-variant"),
                   ("encoder alone", "encoder alone (w2ner off)", "encoder")]  # fmt: skip
 ANNOTATE_CASES = [("pipe", "nlp.pipe, nothing written"), ("annotate", "annotate"), ("apply_export", "spacy apply + export"),
                   ("annotate_n_process_2", "annotate --n-process 2"), ("annotate_ray_2_workers", "annotate, Ray, 2 workers")]  # fmt: skip

@@ -392,8 +392,9 @@ def optimize(
     model: Path = typer.Argument(..., help="A trained transformer + w2ner pipeline (a directory)"),
     output: Path = typer.Argument(..., help="The optimized pipeline's directory (must not exist)"),
     int8: Optional[str] = typer.Option(
-        None, help="Which encoder layers become int8: a preset (all, attention, attention+ffn-in; default: all) "
-        "or regular expressions over the layer names, comma-separated"
+        None, help="Which encoder layers become int8: a preset (attention, attention+ffn-out, attention+ffn-in, all; "
+        "default: attention+ffn-out on a CPU with AVX-512 VNNI, attention elsewhere) or regular expressions over "
+        "the layer names, comma-separated"
     ),
     force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists (once the new pipeline is complete)"),
 ):

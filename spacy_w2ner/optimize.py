@@ -18,9 +18,9 @@ from spacy.language import Language
 
 from .component import first_w2ner
 from .encoders.transformer import node_named
-from .nn.int8 import ACTIVATION_BITS, INT8_PRESETS, check_patterns, int8_layer_names, linear_layer_names, quantize_linear_layers
+from .nn import int8
+from .nn.int8 import INT8_PRESETS, check_patterns, int8_layer_names, linear_layer_names, quantize_linear_layers
 
-DEFAULT_PRESET = "attention"
 TRANSFORMER_ARCHITECTURES = ("spacy_w2ner.ChunkedTransformerModel.v1", "spacy_w2ner.ChunkedTransformerModel.v2")
 INT8_ARCHITECTURE = "spacy_w2ner.ChunkedTransformerModel.v2"
 
@@ -58,11 +58,11 @@ def optimize_pipeline(
     source: Path, output: Path, int8_layers: Optional[Sequence[str]] = None, force: bool = False
 ) -> OptimizeReport:
     """Write ``source``'s pipeline to ``output`` with its encoder's ``int8_layers`` int8 (default:
-    the ``DEFAULT_PRESET``); OptimizeError for what cannot be done. ``force`` replaces an
+    ``nn.int8.default_preset()`` for this CPU); OptimizeError for what cannot be done. ``force`` replaces an
     ``output`` that exists once the new one is written."""
     import spacy
 
-    patterns = check_patterns(list(int8_layers) if int8_layers is not None else INT8_PRESETS[DEFAULT_PRESET])
+    patterns = check_patterns(list(int8_layers) if int8_layers is not None else INT8_PRESETS[int8.default_preset()])
     source, output = Path(source), Path(output)
     _check_paths(source, output, force)
     nlp = spacy.load(source)
@@ -76,7 +76,7 @@ def optimize_pipeline(
         raise OptimizeError(f"no Linear layer of the encoder of '{name}' matches int8_layers {patterns}")
     report = OptimizeReport(str(source), str(output), name, patterns, linear, len(quantized),
                             f"torch dynamic int8 (torch.ao.quantization, per-channel weights; activations per call, "
-                            f"{ACTIVATION_BITS}-bit on this CPU: 8 where it has AVX-512 VNNI)",
+                            f"{int8.ACTIVATION_BITS}-bit on this CPU: 8 where it has AVX-512 VNNI)",
                             _sizes(source))  # fmt: skip
     _write_atomically(nlp, name, output, report)
     report.bytes_after = _sizes(output)

@@ -15,7 +15,7 @@ from spacy_transformers.layers.hf_shim import HFShim
 from transformers import AutoModel
 
 from .fused_adam import FusedUpdate
-from .int8 import int8_layer_names, quantize_linear_layers
+from .int8 import fewer_bits_warning, int8_layer_names, quantize_linear_layers
 
 INT8_CANNOT_TRAIN = (
     "this pipeline's encoder has int8 layers (int8_layers), which are for inference on a CPU: "
@@ -61,6 +61,9 @@ class Int8HFShim(FusedHFShim):
             if next(self._model.parameters()).device.type != "cpu":
                 raise ValueError("int8 layers run on a CPU only: use the float32 pipeline on a GPU")
             quantize_linear_layers(self._model, self.int8_layers)
+        warning = fewer_bits_warning(self.int8_layers)
+        if warning:
+            warnings.warn(warning, stacklevel=2)
         self._int8_model = self._model
 
     def predict(self, inputs):

@@ -18,16 +18,21 @@ Which layers become int8 is a list of regular expressions over the module's laye
 """
 import re
 import warnings
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
 # The encoder's Linear layers by role, for BERT-like names (BERT, MiniLM, RoBERTa: "attention.self.query",
-# "attention.output.dense", "intermediate.dense", "output.dense"; MPNet: "attention.attn.q", ...).
+# "attention.output.dense", "intermediate.dense", "output.dense"; MPNet: "attention.attn.q", ...;
+# DistilBERT: "attention.q_lin", "ffn.lin1", "ffn.lin2"). The feed-forward input layers read the
+# layer norms' outlier channels, which per-call activation scales round away (CADEC: -0.4 F); the
+# output layers read the GELU's outputs and keep the accuracy (bench/README.md, "Fast CPU inference").
+FFN_OUTPUT = r"layer\.\d+\.output\.dense|ffn\.lin2"  # no "$": a config writes it "$$"
 INT8_PRESETS: Dict[str, List[str]] = {
     "all": [r"."],
     "attention": [r"attention|attn"],
-    "attention+ffn-in": [r"attention|attn", r"intermediate"],
+    "attention+ffn-out": [r"attention|attn", FFN_OUTPUT],
+    "attention+ffn-in": [r"attention|attn", r"intermediate|ffn\.lin1"],
 }
 
 
@@ -41,6 +46,26 @@ def _cpu_has_vnni() -> bool:
 
 
 ACTIVATION_BITS = 8 if _cpu_has_vnni() else 7
+
+
+def default_preset() -> str:
+    """``optimize``'s default: the fastest preset that kept CADEC's F within 0.3 of float32's with
+    this CPU's activation bits (bench/results/cpu-int8-layers.json: with 8 bits the attention and
+    feed-forward output layers, dev -0.14, test -0.10; with 7 bits those lost 0.76 on test, the
+    attention layers alone 0.25)."""
+    return "attention+ffn-out" if ACTIVATION_BITS >= 8 else "attention"
+
+
+def fewer_bits_warning(patterns: Sequence[str]) -> Optional[str]:
+    """Why int8 layers beyond the attention ones may lose accuracy on this CPU (7-bit
+    activations, no AVX-512 VNNI), or None where they get 8 bits or are the attention's alone."""
+    if ACTIVATION_BITS >= 8 or list(patterns) == INT8_PRESETS["attention"]:
+        return None
+    return (
+        f"int8_layers {list(patterns)}: this CPU has no AVX-512 VNNI, so int8 activations get 7 bits, "
+        "not 8; beyond the attention layers that cost accuracy (CADEC: attention+ffn-out -0.76 F, "
+        "attention -0.25). On this CPU, optimize the float32 pipeline with --int8 attention"
+    )
 
 
 class Int8Linear(torch.ao.nn.quantized.dynamic.Linear):

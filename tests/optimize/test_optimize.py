@@ -2,13 +2,15 @@
 ``spacy.load`` alone, and what it refuses."""
 import errno
 import json
+import warnings
 
 import pytest
 import spacy
 from thinc.api import Adam
 
 from spacy_w2ner.nn.hf_shim import INT8_CANNOT_TRAIN, Int8HFShim
-from spacy_w2ner.nn.int8 import INT8_PRESETS, check_patterns, int8_layer_names
+from spacy_w2ner.nn import int8
+from spacy_w2ner.nn.int8 import INT8_PRESETS, check_patterns, default_preset, int8_layer_names
 from spacy_w2ner.optimize import OptimizeError, optimize_pipeline
 
 from ..conftest import HAS_MINILM, TRAIN_DATA, cli, entities, make_examples
@@ -37,8 +39,10 @@ def float_model(tmp_path_factory):
 @pytest.fixture(scope="module")
 def int8_model(float_model, tmp_path_factory):
     path = tmp_path_factory.mktemp("int8") / "model"
-    report = optimize_pipeline(float_model, path)  # the default: the attention's Linear layers
-    assert (report.int8_linear_layers, report.linear_layers) == (24, 37)  # MiniLM: 6 x (4 + 2) + the pooler
+    report = optimize_pipeline(float_model, path)  # the default for this CPU (default_preset)
+    # MiniLM: 6 x (4 attention + 2 feed-forward) + the pooler; the feed-forward output layers too with VNNI
+    expected = 30 if default_preset() == "attention+ffn-out" else 24
+    assert (report.int8_linear_layers, report.linear_layers) == (expected, 37)
     assert sum(report.bytes_after.values()) < 0.95 * sum(report.bytes_before.values())
     return path
 
@@ -52,11 +56,13 @@ def encoder_module(nlp):
 def test_optimized_pipeline_loads_with_spacy_load_and_finds_the_same_entities(float_model, int8_model, tmp_path):
     float_nlp, nlp = spacy.load(float_model), spacy.load(int8_model)
     assert nlp.config["components"]["transformer"]["model"]["@architectures"] == "spacy_w2ner.ChunkedTransformerModel.v2"
-    assert nlp.config["components"]["transformer"]["model"]["int8_layers"] == INT8_PRESETS["attention"]
+    assert nlp.config["components"]["transformer"]["model"]["int8_layers"] == INT8_PRESETS[default_preset()]
     names = int8_layer_names(encoder_module(nlp))
-    assert len(names) == 24 and all("attention" in name for name in names)
+    attention = [name for name in names if "attention" in name]
+    ffn_output = [f"encoder.layer.{k}.output.dense" for k in range(6)] if default_preset() == "attention+ffn-out" else []
+    assert len(attention) == 24 and sorted(set(names) - set(attention)) == ffn_output
     assert not int8_layer_names(encoder_module(float_nlp))
-    assert nlp.meta["spacy_w2ner"]["optimized"]["int8_layers"] == INT8_PRESETS["attention"]
+    assert nlp.meta["spacy_w2ner"]["optimized"]["int8_layers"] == INT8_PRESETS[default_preset()]
     expected = [entities(doc) for doc in float_nlp.pipe(TEXTS)]
     assert [entities(doc) for doc in nlp.pipe(TEXTS)] == expected
     assert nlp.evaluate(make_examples(nlp))["w2ner_f"] == 1.0
@@ -99,6 +105,25 @@ def test_a_config_edited_by_hand_makes_a_float32_state_int8_on_load(float_model,
     assert len(names) == 24 and all("attention" in name for name in names)
     assert isinstance(edited.get_pipe("transformer").model.layers[0].shims[0], Int8HFShim)
     assert [entities(doc) for doc in edited.pipe(TEXTS)] == [entities(doc) for doc in nlp.pipe(TEXTS)]
+
+
+def test_the_default_follows_the_activation_bits_and_fewer_bits_warn_on_load(float_model, tmp_path, monkeypatch):
+    """With 7-bit activations (no VNNI) the default is the attention layers alone; a pipeline
+    optimized with more layers says on load that this CPU may cost it accuracy."""
+    monkeypatch.setattr(int8, "ACTIVATION_BITS", 7)
+    assert default_preset() == "attention"
+    optimize_pipeline(float_model, tmp_path / "seven")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        spacy.load(tmp_path / "seven")
+    optimize_pipeline(float_model, tmp_path / "more", INT8_PRESETS["attention+ffn-out"])
+    with pytest.warns(UserWarning, match="no AVX-512 VNNI.*--int8 attention"):
+        spacy.load(tmp_path / "more")
+    monkeypatch.setattr(int8, "ACTIVATION_BITS", 8)
+    assert default_preset() == "attention+ffn-out"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        spacy.load(tmp_path / "more")
 
 
 def test_cli_says_what_it_did(float_model, tmp_path):
@@ -177,5 +202,5 @@ def test_packaged_int8_pipeline_installs_offline_with_its_model_card(int8_model,
         "  'card': metadata('en_w2ner_int8_test').get_payload()}))\n"
     ), cwd=tmp_path)  # fmt: skip
     result = json.loads(out.strip().splitlines()[-1])
-    assert result["int8"] == 24 and result["spans"] > 0
+    assert result["int8"] == (30 if default_preset() == "attention+ffn-out" else 24) and result["spans"] > 0
     assert "int8 for CPU inference" in result["card"] and "| `SYM` |" in result["card"]
