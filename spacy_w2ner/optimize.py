@@ -19,7 +19,7 @@ from spacy.language import Language
 from .component import first_w2ner
 from .encoders.transformer import node_named
 from .nn import int8
-from .nn.int8 import INT8_PRESETS, check_patterns, int8_layer_names, linear_layer_names, quantize_linear_layers
+from .nn.int8 import INT8_PRESETS, check_patterns, default_preset, int8_layer_names, linear_layer_names, quantize_linear_layers
 
 TRANSFORMER_ARCHITECTURES = ("spacy_w2ner.ChunkedTransformerModel.v1", "spacy_w2ner.ChunkedTransformerModel.v2")
 INT8_ARCHITECTURE = "spacy_w2ner.ChunkedTransformerModel.v2"
@@ -62,7 +62,7 @@ def optimize_pipeline(
     ``output`` that exists once the new one is written."""
     import spacy
 
-    patterns = check_patterns(list(int8_layers) if int8_layers is not None else INT8_PRESETS[int8.default_preset()])
+    patterns = check_patterns(list(int8_layers) if int8_layers is not None else INT8_PRESETS[default_preset()])
     source, output = Path(source), Path(output)
     _check_paths(source, output, force)
     nlp = spacy.load(source)

@@ -61,7 +61,7 @@ class Int8HFShim(FusedHFShim):
             if next(self._model.parameters()).device.type != "cpu":
                 raise ValueError("int8 layers run on a CPU only: use the float32 pipeline on a GPU")
             quantize_linear_layers(self._model, self.int8_layers)
-        warning = fewer_bits_warning(self.int8_layers)
+        warning = fewer_bits_warning(int8_layer_names(self._model))
         if warning:
             warnings.warn(warning, stacklevel=2)
         self._int8_model = self._model

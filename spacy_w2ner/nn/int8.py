@@ -56,14 +56,15 @@ def default_preset() -> str:
     return "attention+ffn-out" if ACTIVATION_BITS >= 8 else "attention"
 
 
-def fewer_bits_warning(patterns: Sequence[str]) -> Optional[str]:
+def fewer_bits_warning(layer_names: Sequence[str]) -> Optional[str]:
     """Why int8 layers beyond the attention ones may lose accuracy on this CPU (7-bit
-    activations, no AVX-512 VNNI), or None where they get 8 bits or are the attention's alone."""
-    if ACTIVATION_BITS >= 8 or list(patterns) == INT8_PRESETS["attention"]:
+    activations, no AVX-512 VNNI), or None where they get 8 bits or are all attention layers."""
+    beyond = [name for name in layer_names if not any(re.search(p, name) for p in INT8_PRESETS["attention"])]
+    if ACTIVATION_BITS >= 8 or not beyond:
         return None
     return (
-        f"int8_layers {list(patterns)}: this CPU has no AVX-512 VNNI, so int8 activations get 7 bits, "
-        "not 8; beyond the attention layers that cost accuracy (CADEC: attention+ffn-out -0.76 F, "
+        f"{len(beyond)} int8 layers beyond the attention ones (e.g. {beyond[0]}): this CPU has no AVX-512 VNNI, "
+        "so int8 activations get 7 bits, not 8, and there that cost accuracy (CADEC: attention+ffn-out -0.76 F, "
         "attention -0.25). On this CPU, optimize the float32 pipeline with --int8 attention"
     )
 
