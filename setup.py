@@ -35,6 +35,8 @@ setup(
         "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
         # Annotation and serving across processes and machines (--engine ray): Ray Data, Ray Serve.
         "ray": ["ray[data,serve]>=2.60,<3"],
+        # BioC XML and JSON (convert/export bioc, annotate --output-format bioc).
+        "bioc": ["bioc>=2.1,<3"],
         # The documentation site (mkdocs build --strict) and its examples' tests.
         "docs": ["mkdocs-material>=9.5", "mkdocstrings-python>=1.10", "mktestdocs>=0.2", "matplotlib>=3.8"],
     },

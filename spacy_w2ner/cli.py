@@ -99,7 +99,7 @@ def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
 def convert(
     input_format: str = typer.Argument(..., help=f"Input format: {', '.join(FORMATS)}"),
     input_path: Path = typer.Argument(
-        ..., exists=True, help="Input file (brat: a directory of .txt/.ann pairs, or one .txt)"
+        ..., exists=True, help="Input file (brat: a directory of .txt/.ann pairs, or one .txt; bioc: a .xml or .json file, or a directory of them)"
     ),
     output_dir: Path = typer.Argument(..., help="Directory for the .spacy file"),
     lang: str = typer.Option("en", help="Language of the blank vocab (brat: and of its tokenizer)"),
@@ -109,6 +109,12 @@ def convert(
     tokenizer: Optional[str] = typer.Option(None, help="brat: 'spacy' (spacy.blank(lang)'s tokenizer, the default) or 'whitespace'"),
     sentencizer: Optional[bool] = typer.Option(None, help="brat: set sentence boundaries with spaCy's sentencizer"),
     check_text: Optional[bool] = typer.Option(None, help="brat: check each annotation's text against its offsets (default: on)"),
+    type_key: Optional[str] = typer.Option(None, help="bioc: the infon that holds an annotation's type (default: type)"),
+    doc_per: Optional[str] = typer.Option(None, help="bioc: one Doc per 'document' (the default) or per 'passage'"),
+    use: Optional[str] = typer.Option(None, help="label-studio: read each task's 'annotations' (the default) or 'predictions'"),
+    strict: Optional[bool] = typer.Option(
+        None, "--strict", help="bioc, pubtator, label-studio: stop at the first annotation that cannot be an entity (default: list and count them)"
+    ),
     name: str = typer.Option("", help="Name of the output file, without .spacy (default: the input's name)"),
     ents: bool = typer.Option(
         False, help="Also write the entities to doc.ents, for spaCy's ner (flat corpora only)"
@@ -121,7 +127,8 @@ def convert(
     """
     given_options = {
         "tag_column": tag_column, "scheme": scheme, "tokenizer": tokenizer,
-        "sentencizer": sentencizer, "check_text": check_text,
+        "sentencizer": sentencizer, "check_text": check_text, "type_key": type_key, "doc_per": doc_per,
+        "use": use, "strict": strict,
     }  # fmt: skip
     try:
         fmt = formats.format_named(input_format)
@@ -130,7 +137,8 @@ def convert(
     except ValueError as err:
         raise typer.BadParameter(str(err))
     if input_path.is_dir() and not fmt.reads_directory:
-        raise typer.BadParameter(f"{input_path} is a directory; only the brat format reads a directory")
+        readers = " and ".join(name for name, other in FORMATS.items() if other.reads_directory)
+        raise typer.BadParameter(f"{input_path} is a directory; only the {readers} formats read a directory")
     nlp = _blank_nlp(lang)
     _output_dir(output_dir)
     try:
@@ -141,10 +149,22 @@ def convert(
     output_path = output_dir / (name + ".spacy")
     summary = formats.CorpusSummary(sentence_docs=fmt.one_doc_per != "document")
     try:
-        formats.write_docbin(_progress(_with_ents(docs, spans_key) if ents else docs), output_path, spans_key, summary=summary)
+        formats.write_docbin(_progress(_listing_skipped(_with_ents(docs, spans_key) if ents else docs)), output_path, spans_key, summary=summary)
     except formats.FormatError as err:
         _fail(str(err))
+    except ImportError as err:  # an optional extra the format needs
+        _fail(str(err))
     _report_conversion(input_path, output_path, summary)
+
+
+def _listing_skipped(docs: Iterable) -> Iterator:
+    """Pass docs through, printing each annotation of the source that is not an entity (and why)."""
+    from .formats.standoff import skipped
+
+    for doc in docs:
+        for annotation_id, _, why in skipped(doc):
+            typer.echo(f"warning: {doc.user_data.get(formats.NAME_KEY, '?')}: annotation {annotation_id}: {why}", err=True)
+        yield doc
 
 
 def _report_conversion(input_path: Path, output_path: Path, summary) -> None:
@@ -166,29 +186,62 @@ def _report_conversion(input_path: Path, output_path: Path, summary) -> None:
 def export(
     output_format: str = typer.Argument(..., help=f"Output format: {', '.join(EXPORT_FORMATS)}"),
     input_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="A .spacy DocBin"),
-    output: Path = typer.Argument(..., help="w2ner-json: the .json file; brat: a directory"),
+    output: Path = typer.Argument(..., help="brat: a directory; bioc: a .xml or .json file; the others: the file"),
     lang: str = typer.Option("en", help="Language of the blank vocab"),
     spans_key: str = typer.Option("w2ner", help="doc.spans key of the entities"),
+    discontinuous: Optional[str] = typer.Option(
+        None, help="pubtator: write a discontinuous entity as a line per fragment (split), one line from its first to its last character (span), or not (skip)"
+    ),
 ):
-    """Write the entities of a .spacy DocBin as W2NER JSON or brat, and print their counts as JSON."""
+    """Write the entities of a .spacy DocBin in a corpus format, and print their counts as JSON.
+
+    Nothing is left under OUTPUT's name unless the export completes.
+    """
     if output_format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"unknown format {output_format!r}; choose from {', '.join(EXPORT_FORMATS)}")
+    fmt = FORMATS[output_format]
+    options = {key: value for key, value in {"discontinuous": discontinuous}.items() if value is not None}
+    unknown = sorted(set(options) - set(fmt.write_options))
+    if unknown:
+        raise typer.BadParameter(f"--{unknown[0]} does not apply to exporting {output_format}")
     if output_format == "brat":
         _output_dir(output)
     else:
         _output_file(output)
     docs = _read_docbin(input_path, lang)
     _check_spans_key(docs, spans_key, str(input_path))
-    problems: List[str] = []
     summary = formats.summarize(docs, spans_key, sentence_docs=False)
-    FORMATS[output_format].write(docs, output, spans_key, problems=problems)
+    if output_format == "pubtator" and summary.discontinuous and "discontinuous" not in options:
+        _fail(f"{input_path}: {summary.discontinuous} discontinuous entities, which PubTator cannot hold: "
+              "choose --discontinuous split (a line per fragment), span (one line from the first to the last character) or skip")
+    problems = _export(fmt, docs, output, spans_key, options)
     for problem in problems:
         typer.echo(f"warning: {problem}", err=True)
     typer.echo(f"{input_path} -> {output}")
     counts = summary.as_dict()
     if problems:
         counts["not_exported"] = len(problems)
+    if options.get("discontinuous") and summary.discontinuous:
+        counts["discontinuous_written_as"] = options["discontinuous"]
     typer.echo(json.dumps(counts, ensure_ascii=False))
+
+
+def _export(fmt, docs: Iterable, output: Path, spans_key: str, options: dict) -> List[str]:
+    """Write docs under a temporary name, renamed to ``output`` once complete; the problems met."""
+    import os
+    import shutil
+
+    problems: List[str] = []
+    partial = output.with_name(f"{output.stem}.partial{output.suffix}")  # the suffix tells the kind (bioc)
+    try:
+        fmt.write(docs, partial, spans_key, problems=problems, **options)
+    except (ValueError, ImportError) as err:
+        shutil.rmtree(partial) if partial.is_dir() else partial.unlink(missing_ok=True)
+        _fail(str(err))
+    if output.is_dir():
+        output.rmdir()  # an empty directory given for brat
+    os.replace(partial, output)
+    return problems
 
 
 @app.command()
@@ -484,3 +537,44 @@ def visualize(
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(error_page(examples, scores, spans_key, errors_only=errors_only, names=names), encoding="utf8")
     typer.echo(f"{data} -> {output}: {len(examples)} documents, F {100 * scores[f'{spans_key}_f']:.2f}")
+
+
+@app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def train(
+    ctx: typer.Context,
+    config_path: Path = typer.Argument(..., exists=True, dir_okay=False, help="The training config (as spacy train takes it)"),
+    output: Path = typer.Option(..., "--output", "-o", help="The run's directory: model-best, model-last, checkpoints/"),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its newest good checkpoint (or start it)"),
+    force_resume: bool = typer.Option(False, "--force-resume", help="Resume even though the config or the corpus changed"),
+    checkpoint_every: int = typer.Option(0, help="A checkpoint every N steps (0: at every evaluation); always one at a clean stop"),
+    keep: int = typer.Option(2, help="How many checkpoints are kept (the newest)"),
+    code: Optional[Path] = typer.Option(None, "--code", "-c", help="A Python file with registered functions to import first"),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id, or -1 for the CPU"),
+):
+    """spacy train with checkpoints: resumes exactly after a kill (--resume), stops cleanly on
+    SIGINT/SIGTERM with a checkpoint. Config overrides as spacy train takes them (--paths.train ...).
+
+    Exit code 0 when the run has finished; 128 + the signal's number when a signal stopped it
+    (continue with --resume); 1 when the run cannot start or go on (the line says why).
+    """
+    from spacy.cli._util import import_code, parse_config_overrides
+
+    from .training import RESUME_ERRORS, RunFinished
+    from .training import train as train_run
+
+    if checkpoint_every < 0:
+        raise typer.BadParameter(f"--checkpoint-every must be 0 or more, got {checkpoint_every}")
+    import_code(code)
+    try:
+        outcome = train_run(
+            config_path, output, overrides=parse_config_overrides(ctx.args), use_gpu=gpu_id, resume=resume,
+            force_resume=force_resume, checkpoint_every=checkpoint_every, keep=keep,
+        )  # fmt: skip
+    except RunFinished as finished:
+        typer.echo(str(finished))
+        return
+    except RESUME_ERRORS as err:
+        _fail(str(err))
+    if not outcome.finished:
+        typer.echo(f"stopped after step {outcome.steps}: continue with --resume", err=True)
+        raise typer.Exit(128 + outcome.signal_number)

@@ -34,6 +34,16 @@ def require_ray_serve():
     return serve
 
 
+def require_bioc():
+    """The ``bioc`` package and lxml (the ``[bioc]`` extra), for BioC XML and JSON."""
+    try:
+        import bioc
+        import lxml.etree  # noqa: F401
+    except ImportError:
+        raise ImportError("BioC needs the bioc package: pip install 'spacy-w2ner[bioc]'") from None
+    return bioc
+
+
 def connect_ray(address: Optional[str] = None, num_cpus: Optional[int] = None):
     """Connect to the cluster at ``address``, or start a local Ray (no dashboard), unless connected."""
     ray = require_ray()

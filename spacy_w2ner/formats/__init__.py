@@ -12,10 +12,13 @@ is wrong. No entity is dropped: ``CorpusSummary`` counts what was read.
 - ``read_dai_text``: Dai et al.'s inline format for discontinuous NER;
 - ``read_conll``: CoNLL columns with BIO, IOB1 or BIOES tags;
 - ``read_bmes``: character-level BMES (Chinese);
-- ``read_brat`` / ``read_brat_collection``: brat standoff (one Doc per document).
+- ``read_brat`` / ``read_brat_collection``: brat standoff (one Doc per document);
+- ``read_bioc``: BioC XML and JSON (one Doc per document or passage; the ``[bioc]`` extra);
+- ``read_pubtator``: PubTator (one Doc per document).
 
-Writers: ``docs_to_w2ner_json`` / ``write_w2ner_json``, ``docs_to_brat`` and
-``write_docbin`` (.spacy).
+Writers: ``docs_to_w2ner_json`` / ``write_w2ner_json``, ``docs_to_brat``, ``docs_to_bioc``, ``docs_to_pubtator`` and
+``write_docbin`` (.spacy). ``standoff`` maps annotations at character offsets (BioC, PubTator,
+Label Studio) to entities and back, listing those that cannot be entities.
 """
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +38,8 @@ from .base import (
     summarize,
     write_docbin,
 )
+from .bioc import BIOC_KEY, check_bioc_options, docs_to_bioc, read_bioc
+from .pubtator import PUBTATOR_KEY, docs_to_pubtator, read_pubtator
 from .brat import BRAT_TOKENIZERS, check_brat_options, docs_to_brat, read_brat, read_brat_collection, whitespace_tokenize
 from .dai import parse_dai_mentions, read_dai_text
 from .tagged import CONLL_SCHEMES, check_conll_options, check_scheme, chunk_tags, parse_tag, read_bmes, read_conll
@@ -49,7 +54,8 @@ class Format:
     ``read(path, nlp, spans_key, **options)`` yields Docs (``nlp`` gives the vocab,
     and for brat the tokenizer); ``options`` maps each option the format takes to its
     default, ``check(**options)`` raises ValueError for bad ones before any file is
-    read; ``write(docs, path, spans_key)`` exports, where the format can hold predictions.
+    read; ``write(docs, path, spans_key, problems, **write_options)`` exports, where the format
+    can hold predictions (``write_options``: the options it takes, with their defaults).
     """
 
     read: Callable[..., Iterator[Doc]]
@@ -58,6 +64,7 @@ class Format:
     check: Callable[..., Any] = lambda **options: None
     reads_directory: bool = False
     write: Optional[Callable[..., Any]] = None
+    write_options: Dict[str, Any] = field(default_factory=dict)
 
 
 PathLike = Union[str, Path]
@@ -82,13 +89,28 @@ def _read_bmes(path: PathLike, nlp: Language, spans_key: str) -> Iterator[Doc]:
 def _read_brat(
     path: PathLike, nlp: Language, spans_key: str, tokenizer: str, sentencizer: bool, check_text: bool
 ) -> Iterator[Doc]:
-    tokenize = nlp.tokenizer if tokenizer == "spacy" else (lambda text: whitespace_tokenize(text, nlp.vocab))
-    if sentencizer:
-        from spacy.pipeline import Sentencizer
+    return read_brat_collection(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer, sentencizer), check_text)
 
-        set_sentences = Sentencizer()
-        return read_brat_collection(path, nlp.vocab, spans_key, lambda text: set_sentences(tokenize(text)), check_text)
-    return read_brat_collection(path, nlp.vocab, spans_key, tokenize, check_text)
+
+def _tokenizer(nlp: Language, tokenizer: str, sentencizer: bool = False):
+    """The tokenizer option as a function of the text: spaCy's (with the sentencizer) or whitespace."""
+    tokenize = nlp.tokenizer if tokenizer == "spacy" else (lambda text: whitespace_tokenize(text, nlp.vocab))
+    if not sentencizer:
+        return tokenize
+    from spacy.pipeline import Sentencizer
+
+    set_sentences = Sentencizer()
+    return lambda text: set_sentences(tokenize(text))
+
+
+def _read_bioc(
+    path: PathLike, nlp: Language, spans_key: str, tokenizer: str, sentencizer: bool, type_key: str, doc_per: str, strict: bool
+) -> Iterator[Doc]:
+    return read_bioc(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer, sentencizer), type_key, doc_per, strict)
+
+
+def _read_pubtator(path: PathLike, nlp: Language, spans_key: str, tokenizer: str, sentencizer: bool, strict: bool) -> Iterator[Doc]:
+    return read_pubtator(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer, sentencizer), strict)
 
 
 FORMATS: Dict[str, Format] = {
@@ -105,6 +127,22 @@ FORMATS: Dict[str, Format] = {
         check=check_brat_options,
         reads_directory=True,
         write=docs_to_brat,
+    ),
+    "bioc": Format(
+        _read_bioc,
+        "document",
+        options={"tokenizer": "spacy", "sentencizer": False, "type_key": "type", "doc_per": "document", "strict": False},
+        check=lambda tokenizer="spacy", **options: (check_brat_options(tokenizer), check_bioc_options(**options)),
+        reads_directory=True,
+        write=docs_to_bioc,
+    ),
+    "pubtator": Format(
+        _read_pubtator,
+        "document",
+        options={"tokenizer": "spacy", "sentencizer": False, "strict": False},
+        check=lambda tokenizer="spacy", **options: check_brat_options(tokenizer),
+        write=docs_to_pubtator,
+        write_options={"discontinuous": None},
     ),
 }
 EXPORT_FORMATS = [name for name, fmt in FORMATS.items() if fmt.write is not None]
@@ -135,6 +173,8 @@ def read_corpus(name: str, path: PathLike, nlp: Language, spans_key: str = "w2ne
 
 
 __all__ = [
+    "BIOC_KEY",
+    "PUBTATOR_KEY",
     "BRAT_TOKENIZERS",
     "CONLL_SCHEMES",
     "EXPORT_FORMATS",
@@ -148,16 +188,20 @@ __all__ = [
     "REPAIRED_KEY",
     "check_scheme",
     "chunk_tags",
+    "docs_to_bioc",
     "docs_to_brat",
+    "docs_to_pubtator",
     "docs_to_w2ner_json",
     "entity_texts",
     "parse_dai_mentions",
     "parse_tag",
+    "read_bioc",
     "read_bmes",
     "read_brat",
     "read_brat_collection",
     "read_conll",
     "read_dai_text",
+    "read_pubtator",
     "read_text",
     "read_w2ner_json",
     "summarize",

@@ -95,7 +95,7 @@ def read_brat(
     if not ann_path.exists():
         raise FormatError(f"{txt_path}: no annotation file {ann_path} beside it")
     text = read_text(txt_path, newline="")
-    doc = _tokenize(text, vocab, tokenizer, txt_path)
+    doc = tokenize_exactly(text, vocab, tokenizer, str(txt_path))
     entities, ids, ignored = _read_ann(ann_path, doc, check_text)
     set_entities(doc, entities, spans_key, ids=ids)
     doc.user_data[NAME_KEY] = txt_path.stem if name is None else name
@@ -132,12 +132,14 @@ def read_brat_collection(
         yield from read_brat(txt_path, None, vocab, spans_key, tokenizer, name=name, check_text=check_text)
 
 
-def _tokenize(text: str, vocab: Vocab, tokenizer: Optional[Tokenizer], txt_path: Path) -> Doc:
+def tokenize_exactly(text: str, vocab: Vocab, tokenizer: Optional[Tokenizer], where: str) -> Doc:
+    """The Doc of ``text`` in ``vocab`` (whitespace tokens without a tokenizer; sentence boundaries
+    kept); FormatError naming ``where`` if the tokenizer changed the text (offsets need it exact)."""
     if tokenizer is None:
         return whitespace_tokenize(text, vocab)
     doc = tokenizer(text)
     if doc.text != text:
-        raise FormatError(f"{txt_path}: the tokenizer changed the text; brat offsets need the exact text")
+        raise FormatError(f"{where}: the tokenizer changed the text; character offsets need the exact text")
     if doc.vocab is not vocab:
         sent_starts = None
         if doc.has_annotation("SENT_START"):

@@ -165,7 +165,7 @@ def test_cli_convert_format_error_exits_1_with_file_and_line(tmp_path):
 def test_cli_usage_errors(tmp_path):
     path = write(tmp_path, "x.txt", "a B-X\n")
     assert "unknown format" in cli("convert", "iob", path, tmp_path / "out", code=2).stderr
-    assert "only the brat format reads a directory" in cli("convert", "dai", tmp_path, tmp_path / "out", code=2).stderr
+    assert "only the brat and bioc formats read a directory" in cli("convert", "dai", tmp_path, tmp_path / "out", code=2).stderr
     assert "tokenizer must be 'spacy' or" in cli("convert", "brat", path, tmp_path / "out", "--tokenizer", "bert", code=2).stderr
     # An option of another format is an error, not silently ignored.
     assert "--scheme does not apply to the dai format" in cli("convert", "dai", path, tmp_path / "out", "--scheme", "IOB1", code=2).stderr

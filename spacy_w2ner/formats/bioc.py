@@ -1,0 +1,646 @@
+"""BioC XML and BioC JSON collections <-> Docs, streamed one document at a time.
+
+Reading: one Doc per BioC document (``doc_per="passage"``: per passage). Its text is the
+passages' texts at their offsets (a passage without text: its sentences'), the gaps between them
+filled with line breaks, so a Doc character is a BioC offset less the first passage's. An
+annotation becomes an entity of the infon ``type_key`` (default ``type``), its id kept as the
+``span.id_`` of its fragments; an annotation with several locations is one discontinuous entity.
+Its other infons, its locations and text are kept (``standoff.EXTRA_KEY``), and the document's
+id, infons, passages and sentences, and the collection's source, date, key and infons are
+``doc.user_data[BIOC_KEY]``, so writing the Docs back gives the same collection.
+
+An annotation that cannot be an entity (a boundary inside a token of the chosen tokenizer, text
+that differs from its offsets, a location outside its passage or of length 0, no location) and
+every relation are listed on the doc and counted (``standoff``), or stop the reading with
+``strict``. Malformed input raises ``FormatError`` naming the file, the line and the document: not
+XML or JSON, not UTF-8, a passage that starts inside the one before, a location beyond the
+document's text or running past its passage, a duplicate document or annotation id, an annotation
+without the ``type_key`` infon.
+
+The ``bioc`` package (the ``[bioc]`` extra) is the data model and encoder of what is written; the
+reading is done here with lxml's pull parser and ``jsonstream``, because bioc's readers keep the
+whole tree in memory and know no line numbers.
+"""
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+
+from spacy.tokens import Doc
+from spacy.vocab import Vocab
+
+from ..extras import require_bioc
+from .base import NAME_KEY, FormatError
+from .brat import tokenize_exactly
+from .jsonstream import ELEMENT, stream_json
+from .standoff import EMPTY, OUTSIDE, RELATION, Mention, Skips, put_mentions
+
+BIOC_KEY = "w2ner_bioc"  # the BioC document, passages and collection a Doc came from
+DOC_PER = ("document", "passage")
+CHUNK = 1 << 20
+COLLECTION_FIELDS = ("source", "date", "key")
+
+Tokenizer = Optional[Callable[[str], Doc]]
+
+
+def bioc_kind(path: Union[str, Path]) -> str:
+    """'xml' or 'json', from the file's name (.xml, .json); ValueError for another name."""
+    suffix = Path(path).suffix.lower()
+    if suffix in (".xml", ".json"):
+        return suffix[1:]
+    raise ValueError(f"{path}: a BioC file is named .xml (BioC XML) or .json (BioC JSON)")
+
+
+def check_bioc_options(type_key: str = "type", doc_per: str = "document", **_) -> None:
+    """ValueError for an empty type key or a doc_per that is not 'document' or 'passage'."""
+    if doc_per not in DOC_PER:
+        raise ValueError(f"doc_per must be 'document' or 'passage', got {doc_per!r}")
+    if not type_key:
+        raise ValueError("type_key must name the infon that holds an annotation's type")
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_bioc(
+    path: Union[str, Path],
+    vocab: Vocab,
+    spans_key: str = "w2ner",
+    tokenizer: Tokenizer = None,
+    type_key: str = "type",
+    doc_per: str = "document",
+    strict: bool = False,
+) -> Iterator[Doc]:
+    """The Docs of a BioC XML or JSON file (or of every .xml/.json file of a directory), streamed."""
+    require_bioc()
+    check_bioc_options(type_key, doc_per)
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in (".xml", ".json")) if path.is_dir() else [path]
+    if not files:
+        raise FormatError(f"{path}: no BioC .xml or .json files in this directory")
+    for file in files:
+        reader = _Reader(file, vocab, spans_key, tokenizer, type_key, doc_per, strict)
+        documents = _xml_documents(file) if bioc_kind(file) == "xml" else _json_documents(file)
+        for document, line, collection in documents:
+            yield from reader.docs(document, line, collection)
+
+
+def _xml_documents(path: Path) -> Iterator[Tuple[Dict[str, Any], int, Dict[str, Any]]]:
+    """(document as BioC JSON's dict, its line, the collection's fields so far), each document's
+    elements freed once read."""
+    import codecs
+
+    from lxml import etree
+
+    parser = etree.XMLPullParser(events=("end",), huge_tree=True, resolve_entities=False)
+    utf8 = codecs.getincrementaldecoder("utf8")()
+    collection: Dict[str, Any] = {"infons": {}}
+    done, lines = 0, 1
+    with open(path, "rb") as f:
+        for data in iter(lambda: f.read(CHUNK), b""):
+            try:
+                utf8.decode(data)
+            except UnicodeDecodeError as err:
+                line = lines + data[: max(err.start, 0)].count(b"\n")
+                raise FormatError(f"{path}:{line}: not valid UTF-8 ({err.reason})") from None
+            lines += data.count(b"\n")
+            yield from _xml_events(path, parser, lambda: parser.feed(data), collection)
+        yield from _xml_events(path, parser, parser.close, collection)
+
+
+def _xml_events(path: Path, parser, feed: Callable[[], Any], collection: Dict[str, Any]):
+    from lxml import etree
+
+    try:
+        feed()
+    except etree.XMLSyntaxError as err:
+        raise FormatError(f"{path}:{err.lineno}: not valid XML ({err.msg})") from None
+    for _, elem in parser.read_events():
+        parent = elem.getparent()
+        if parent is None:
+            if elem.tag != "collection":
+                raise FormatError(f"{path}:{elem.sourceline}: not a BioC collection (the root element is <{elem.tag}>)")
+            continue
+        if parent.getparent() is not None or parent.tag != "collection":
+            continue
+        if elem.tag == "document":
+            yield _xml_document(elem), elem.sourceline, collection
+            elem.clear()
+            while elem.getprevious() is not None:
+                del parent[0]
+        elif elem.tag in COLLECTION_FIELDS:
+            collection[elem.tag] = elem.text or ""
+        elif elem.tag == "infon":
+            collection["infons"][elem.get("key")] = elem.text or ""
+
+
+def _xml_infons(elem) -> Dict[str, str]:
+    return {infon.get("key"): infon.text or "" for infon in elem.findall("infon")}
+
+
+def _xml_annotation(elem) -> Dict[str, Any]:
+    locations = [{"offset": loc.get("offset"), "length": loc.get("length"), "line": loc.sourceline} for loc in elem.findall("location")]
+    return {"id": elem.get("id"), "infons": _xml_infons(elem), "text": elem.findtext("text"), "locations": locations, "line": elem.sourceline}
+
+
+def _xml_relation(elem) -> Dict[str, Any]:
+    nodes = [{"refid": node.get("refid"), "role": node.get("role")} for node in elem.findall("node")]
+    return {"id": elem.get("id"), "infons": _xml_infons(elem), "nodes": nodes, "line": elem.sourceline}
+
+
+def _xml_part(elem) -> Dict[str, Any]:
+    """A passage or sentence: offset, infons, text (None when absent), annotations, relations."""
+    return {
+        "offset": elem.findtext("offset"), "infons": _xml_infons(elem), "text": elem.findtext("text"),
+        "annotations": [_xml_annotation(a) for a in elem.findall("annotation")],
+        "relations": [_xml_relation(r) for r in elem.findall("relation")], "line": elem.sourceline,
+    }  # fmt: skip
+
+
+def _xml_document(elem) -> Dict[str, Any]:
+    passages = []
+    for passage in elem.findall("passage"):
+        part = _xml_part(passage)
+        part["sentences"] = [_xml_part(sentence) for sentence in passage.findall("sentence")]
+        passages.append(part)
+    return {
+        "id": elem.findtext("id"), "infons": _xml_infons(elem), "passages": passages,
+        "annotations": [_xml_annotation(a) for a in elem.findall("annotation")],
+        "relations": [_xml_relation(r) for r in elem.findall("relation")],
+    }  # fmt: skip
+
+
+def _json_documents(path: Path) -> Iterator[Tuple[Dict[str, Any], int, Dict[str, Any]]]:
+    collection: Dict[str, Any] = {"infons": {}}
+    for kind, value, line in stream_json(path, "documents"):
+        if kind == ELEMENT:
+            yield value, line, collection
+        elif value[0] in COLLECTION_FIELDS or value[0] == "infons":
+            collection[value[0]] = value[1]
+
+
+class _Reader:
+    """Turns one file's BioC documents (as BioC JSON's dicts) into Docs (see the module docstring)."""
+
+    def __init__(self, path: Path, vocab: Vocab, spans_key: str, tokenizer: Tokenizer, type_key: str, doc_per: str, strict: bool):
+        self.path, self.vocab, self.spans_key, self.tokenizer = path, vocab, spans_key, tokenizer
+        self.type_key, self.doc_per, self.strict = type_key, doc_per, strict
+        self.document_ids: Dict[str, int] = {}
+
+    def docs(self, document: Any, line: int, collection: Dict[str, Any]) -> Iterator[Doc]:
+        w = _Where(self.path, line)
+        if not isinstance(document, dict):
+            raise FormatError(w.at(None, f"a BioC document is an object, got {type(document).__name__}"))
+        w.document = doc_id = _string(document.get("id"), w.at(None, "the document's id"))
+        where = w.at()
+        if doc_id in self.document_ids:
+            raise FormatError(f"{where}: the id is already the id of the document on line {self.document_ids[doc_id]}")
+        self.document_ids[doc_id] = line
+        passages = [_passage(p, w, k) for k, p in enumerate(_list(document, "passages", where))]
+        _check_order(passages)
+        skips = Skips(where, self.strict)
+        placed = self._placed_annotations(document, passages, w, skips)
+        meta = {
+            "collection": {key: collection.get(key) for key in (*COLLECTION_FIELDS, "infons") if key in collection},
+            "document": {"id": doc_id, "infons": _infons(document, where)},
+            "passages": [_passage_meta(p) for p in passages], "type_key": self.type_key,
+        }  # fmt: skip
+        groups = [[k] for k in range(len(passages))] if self.doc_per == "passage" and passages else [list(range(len(passages)))]
+        for number, group in enumerate(groups):
+            mentions = [mention for k, mention in placed if k in group]
+            part = None if self.doc_per == "document" else number
+            yield self._doc(passages, group, mentions, {**meta, "part": part}, skips if number == len(groups) - 1 else Skips(where, self.strict), where)
+
+    def _doc(self, passages, group, mentions: List[Mention], meta, skips: Skips, where: str) -> Doc:
+        base = passages[group[0]]["start"] if group else 0
+        text = _layout(passages, group, base)
+        doc = tokenize_exactly(text, self.vocab, self.tokenizer, where)
+        for mention in mentions:
+            mention.ranges = [(start - base, end - base) for start, end in mention.ranges]
+        put_mentions(doc, mentions, self.spans_key, skips)
+        meta["passages"] = [meta["passages"][k] for k in group]
+        meta["base"] = base
+        doc.user_data[BIOC_KEY] = meta
+        doc_id = meta["document"]["id"]
+        doc.user_data[NAME_KEY] = doc_id if meta["part"] is None else f"{doc_id}-p{meta['part']}"
+        return doc
+
+    def _placed_annotations(self, document, passages, w: "_Where", skips: Skips) -> List[Tuple[int, Mention]]:
+        """(passage index, mention) for every annotation that can be placed; relations and the others skipped."""
+        placed: List[Tuple[int, Mention]] = []
+        ids: Dict[str, Optional[int]] = {}
+        where = w.at()
+        end = passages[-1]["end"] if passages else 0
+        containers = [(k, part) for k, passage in enumerate(passages) for part in [passage, *passage["sentences"]]]
+        for k, part in containers + [(None, document)]:
+            for annotation in _list(part, "annotations", where):
+                mention = self._mention(annotation, w, ids)
+                passage = self._passage_of(mention, k, passages, end, w.at(annotation, f"annotation {mention.id}"), skips)
+                if passage is not None:
+                    if k is None:
+                        mention.extra["document"] = True
+                    elif part is not passages[k]:
+                        mention.extra["sentence"] = True
+                    placed.append((passage, mention))
+            for relation in _list(part, "relations", where):
+                _skip_relation(relation, skips)
+        return placed
+
+    def _mention(self, annotation: Any, w: "_Where", ids: Dict[str, Optional[int]]) -> Mention:
+        if not isinstance(annotation, dict):
+            raise FormatError(w.at(None, f"an annotation is an object, got {type(annotation).__name__}"))
+        annotation_id = _string(annotation.get("id"), w.at(annotation, "an annotation's id"))
+        at = w.at(annotation, f"annotation {annotation_id}")
+        if annotation_id in ids:
+            earlier = f" (line {ids[annotation_id]})" if ids[annotation_id] else ""
+            raise FormatError(f"{at}: the id is already the id of another annotation of the document{earlier}")
+        ids[annotation_id] = annotation.get("line")
+        infons = _infons(annotation, at)
+        if self.type_key not in infons:
+            known = ", ".join(sorted(map(str, infons))) or "none"
+            raise FormatError(f"{at}: no infon {self.type_key!r} for its type (its infons: {known}); give the infon key with --type-key")
+        label = _string(infons.pop(self.type_key), f"{at}: the {self.type_key!r} infon")
+        ranges = [_location(location, at) for location in _list(annotation, "locations", at)]
+        text = annotation.get("text")
+        return Mention(annotation_id, label, ranges, text if isinstance(text, str) else None, {"infons": infons})
+
+    def _passage_of(self, mention: Mention, k: Optional[int], passages, end: int, at: str, skips: Skips) -> Optional[int]:
+        """The passage the mention is in (FormatError, located ``at``, for one beyond the text or
+        running past its passage; None, skipped, for one that is empty or outside its passage)."""
+        if not mention.ranges:
+            skips.skip(mention.id, EMPTY, f"({mention.label}) has no location")
+            return None
+        for start, stop in mention.ranges:
+            if start >= end and (start > end or stop > start):
+                raise FormatError(f"{at}: location {start}+{stop - start} is beyond the document's text, which ends at {end}")
+        if k is None:
+            k = next((j for j, p in enumerate(passages) if p["start"] <= mention.ranges[0][0] < p["end"]), None)
+        for start, stop in mention.ranges:
+            passage = passages[k] if k is not None else None
+            if passage is None or not passage["start"] <= start < max(passage["end"], passage["start"] + 1):
+                skips.skip(mention.id, OUTSIDE, f"({mention.label}) location {start}+{stop - start} is outside its passage")
+                return None
+            if stop > passage["end"]:
+                raise FormatError(f"{at}: location {start}+{stop - start} runs past the end of its passage ({passage['end']})")
+            if stop == start:
+                skips.skip(mention.id, EMPTY, f"({mention.label}) location {start}+0 has no text")
+                return None
+        return k
+
+
+class _Where:
+    """Where in the file: ``at(item, what)`` is 'file:line: document ID: what', the line the item's
+    (an XML element's) or else the document's."""
+
+    def __init__(self, path: Path, line: int):
+        self.path, self.line, self.document = path, line, ""
+
+    def at(self, item: Any = None, what: str = "") -> str:
+        line = item.get("line") if isinstance(item, dict) and item.get("line") else self.line
+        document = f": document {self.document}" if self.document else ""
+        return f"{self.path}:{line}{document}" + (f": {what}" if what else "")
+
+
+def _string(value: Any, what: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str) or not value:
+        raise FormatError(f"{what} is missing or not a string ({value!r})")
+    return value
+
+
+def _integer(value: Any, what: str) -> int:
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise FormatError(f"{what} is not a whole number of characters at least 0 ({value!r})")
+    return value
+
+
+def _list(value: Dict[str, Any], key: str, where: str) -> List[Any]:
+    items = value.get(key, [])
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise FormatError(f"{where}: {key!r} is not a list")
+    return items
+
+
+def _infons(value: Dict[str, Any], where: str) -> Dict[str, Any]:
+    infons = value.get("infons") or {}
+    if not isinstance(infons, dict):
+        raise FormatError(f"{where}: 'infons' is not an object of keys and values")
+    return dict(infons)
+
+
+def _location(location: Any, at: str) -> Tuple[int, int]:
+    if not isinstance(location, dict):
+        raise FormatError(f"{at}: a location is an object with offset and length")
+    offset = _integer(location.get("offset"), f"{at}: the location's offset")
+    return offset, offset + _integer(location.get("length"), f"{at}: the location's length")
+
+
+def _passage(passage: Any, w: _Where, k: int) -> Dict[str, Any]:
+    """A passage with its text segments ((offset, text): its own, or its sentences') and extent."""
+    where = w.at(passage, f"passage {k}")
+    if not isinstance(passage, dict):
+        raise FormatError(f"{where}: a passage is an object, got {type(passage).__name__}")
+    passage = dict(passage, offset=_integer(passage.get("offset"), f"{where}: the passage's offset"))
+    sentences = []
+    for k, sentence in enumerate(_list(passage, "sentences", where)):
+        if not isinstance(sentence, dict):
+            raise FormatError(f"{where}: sentence {k} is not an object")
+        sentences.append(dict(sentence, offset=_integer(sentence.get("offset"), f"{where}: sentence {k}'s offset")))
+    passage["sentences"] = sentences
+    own = passage.get("text")
+    if own is not None and not isinstance(own, str):
+        raise FormatError(f"{where}: the passage's text is not a string")
+    segments = [(passage["offset"], own)] if own or not sentences else [(s["offset"], s.get("text") or "") for s in sentences]
+    passage["segments"] = [(offset, text or "") for offset, text in segments]
+    passage["start"] = min([passage["offset"]] + [offset for offset, _ in passage["segments"]])
+    passage["end"] = max(offset + len(text) for offset, text in passage["segments"])
+    passage["where"] = where
+    return passage
+
+
+def _check_order(passages: List[Dict[str, Any]]) -> None:
+    end = 0
+    for passage in passages:
+        for offset, text in passage["segments"]:
+            if offset < end:
+                raise FormatError(f"{passage['where']}: text at offset {offset} starts before the end of the text before it ({end}); passages and sentences must follow each other")
+            end = offset + len(text)
+
+
+def _layout(passages: List[Dict[str, Any]], group: List[int], base: int) -> str:
+    """The texts of the passages in ``group`` at their offsets less ``base``, gaps as line breaks."""
+    pieces, position = [], base
+    for k in group:
+        for offset, text in passages[k]["segments"]:
+            pieces.append("\n" * (offset - position) + text)
+            position = offset + len(text)
+    return "".join(pieces)
+
+
+def _passage_meta(passage: Dict[str, Any]) -> Dict[str, Any]:
+    """What writing the passage back needs besides its annotations: offset, infons, text length
+    (None without text) and its sentences' offsets, infons and text lengths."""
+    own = passage.get("text")
+    sentences = [
+        {"offset": s["offset"], "infons": _infons(s, passage["where"]), "length": None if s.get("text") is None else len(s["text"])}
+        for s in passage["sentences"]
+    ]
+    return {"offset": passage["offset"], "infons": _infons(passage, passage["where"]), "length": None if own is None else len(own), "sentences": sentences}
+
+
+def _skip_relation(relation: Any, skips: Skips) -> None:
+    relation = relation if isinstance(relation, dict) else {}
+    relation_id = str(relation.get("id") or f"(relation{' on line ' + str(relation['line']) if relation.get('line') else ''})")
+    refids = ", ".join(str(node.get("refid")) for node in relation.get("nodes") or [] if isinstance(node, dict))
+    kind = (relation.get("infons") or {}).get("type") if isinstance(relation.get("infons"), dict) else None
+    skips.skip(relation_id, RELATION, f"relation{f' {kind}' if kind else ''} between {refids or 'nothing'} is not an entity")
+
+
+# ---------------------------------------------------------------- writing
+
+
+class BioCWriter:
+    """A BioC XML or JSON collection written one Doc at a time, memory bounded by one document.
+
+    Consecutive Docs of one BioC document (read with ``doc_per="passage"``) are its passages again.
+    A Doc that came from BioC (``BIOC_KEY``) is written with its document id, infons, passages,
+    sentences and collection fields; another is one document (id: its name, else ``doc{index}``)
+    of one passage at offset 0. Each entity is an annotation: the type infon (the one it was read
+    from, else ``type``) its label, ``score`` its score where it has one, one location per
+    fragment (the source's locations where it is the source annotation unchanged), its id (made
+    unique in the document where it is not) and the source's other infons.
+
+    ``resume``: (byte size, ``state()``) at a checkpoint, to go on writing after it (annotate).
+    """
+
+    def __init__(self, path: Union[str, Path], spans_key: str = "w2ner", kind: Optional[str] = None, resume: Optional[Tuple[int, Dict[str, Any]]] = None):
+        require_bioc()
+        self.path, self.spans_key = Path(path), spans_key
+        self.encoding = _XML() if (kind or bioc_kind(path)) == "xml" else _JSON()
+        self.file = open(self.path, "wb" if resume is None else "r+b")
+        self.open: Optional[Dict[str, Any]] = None  # the document being written: id, ids, passages, annotations
+        self.started = False
+        self.documents = 0
+        if resume is not None:
+            self.file.truncate(resume[0])
+            self.file.seek(resume[0])
+            state = resume[1]
+            self.open, self.started, self.documents = state["open"], state["started"], state["documents"]
+
+    def state(self) -> Dict[str, Any]:
+        """What a resumed writer needs (JSON): the open document, whether the collection started."""
+        return {"open": self.open, "started": self.started, "documents": self.documents}
+
+    def write(self, doc: Doc, index: int = 0) -> None:
+        meta = doc.user_data.get(BIOC_KEY) or _plain_meta(doc, index)
+        if not self.started:
+            self._put(self.encoding.header(meta.get("collection", {})))
+            self.started = True
+        doc_id = meta["document"]["id"]
+        if self.open is None or self.open["id"] != doc_id or meta.get("part") is None:
+            self._close_document()
+            self.open = {"id": doc_id, "ids": [], "passages": 0, "annotations": []}
+            self._put(self.encoding.open_document(doc_id, meta["document"]["infons"], self.documents))
+            self.documents += 1
+        passages, annotations = _bioc_passages(doc, meta, self.spans_key, self.open["ids"])
+        for passage in passages:
+            self._put(self.encoding.passage(passage, self.open["passages"]))
+            self.open["passages"] += 1
+        self.open["annotations"].extend(_plain(a) for a in annotations)
+
+    def flush(self) -> int:
+        self.file.flush()
+        return self.file.tell()
+
+    def close(self) -> None:
+        if not self.started:
+            self._put(self.encoding.header({}))
+        self._close_document()
+        self._put(self.encoding.footer())
+        self.file.close()
+
+    def _close_document(self) -> None:
+        if self.open is not None:
+            self._put(self.encoding.close_document(self.open["annotations"]))
+            self.open = None
+
+    def _put(self, text: str) -> None:
+        self.file.write(text.encode("utf8"))
+
+
+def docs_to_bioc(docs, path: Union[str, Path], spans_key: str = "w2ner", problems: Optional[List[str]] = None) -> Path:
+    """Write docs as one BioC collection (XML for .xml, JSON for .json; see ``BioCWriter``)."""
+    writer = BioCWriter(path, spans_key)
+    try:
+        for index, doc in enumerate(docs):
+            writer.write(doc, index)
+    finally:
+        writer.close()
+    return Path(path)
+
+
+def _plain_meta(doc: Doc, index: int) -> Dict[str, Any]:
+    name = str(doc.user_data.get(NAME_KEY) or f"doc{index}")
+    passage = {"offset": 0, "infons": {}, "length": len(doc.text), "sentences": []}
+    return {"collection": {}, "document": {"id": name, "infons": {}}, "passages": [passage], "base": 0, "type_key": "type", "part": None}
+
+
+def _bioc_passages(doc: Doc, meta: Dict[str, Any], spans_key: str, used_ids: List[str]):
+    """The doc's passages as bioc objects with their annotations, and the document-level annotations."""
+    from bioc import BioCPassage, BioCSentence
+
+    from .standoff import mentions_of
+
+    base = meta.get("base", 0)
+
+    def text_at(offset: int, length: Optional[int]) -> Optional[str]:
+        return None if length is None else doc.text[offset - base : offset - base + length]
+
+    passages = []
+    for saved in meta["passages"]:
+        passage = BioCPassage()
+        passage.offset, passage.infons, passage.text = saved["offset"], dict(saved["infons"]), text_at(saved["offset"], saved["length"])
+        for sentence_meta in saved.get("sentences", []):
+            sentence = BioCSentence()
+            sentence.offset, sentence.infons = sentence_meta["offset"], dict(sentence_meta["infons"])
+            sentence.text = text_at(sentence_meta["offset"], sentence_meta["length"])
+            passage.add_sentence(sentence)
+        passages.append(passage)
+    document_level = []
+    for mention in mentions_of(doc, spans_key):
+        annotation = _annotation(mention, base, meta.get("type_key", "type"), used_ids)
+        container = None if mention.extra.get("document") and meta.get("part") is None else _container(passages, annotation, mention)
+        (document_level if container is None else container.annotations).append(annotation)
+    return passages, document_level
+
+
+def _annotation(mention, base: int, type_key: str, used_ids: List[str]):
+    from bioc import BioCAnnotation, BioCLocation
+
+    annotation = BioCAnnotation()
+    annotation_id = mention.id or "e0"
+    while annotation_id in used_ids:
+        annotation_id = f"{mention.id or 'e'}-{len(used_ids)}"
+    used_ids.append(annotation_id)
+    annotation.id = annotation_id
+    annotation.infons = {type_key: mention.label, **mention.extra.get("infons", {})}
+    if mention.score is not None:
+        annotation.infons["score"] = f"{mention.score:.4f}"
+    annotation.text = mention.text
+    for start, end in mention.ranges:
+        annotation.add_location(BioCLocation(start + base, end - start))
+    return annotation
+
+
+def _container(passages, annotation, mention):
+    """The passage (or sentence) holding the annotation's first location; None: the document."""
+    offset = annotation.locations[0].offset
+    for passage in passages:
+        sentences = [s for s in passage.sentences if s.offset <= offset < s.offset + len(s.text or "") or (s.text is None and s.offset <= offset)]
+        if passage.sentences and (mention.extra.get("sentence") or passage.text is None) and sentences:
+            return sentences[-1]
+        extent = max([passage.offset + len(passage.text or "")] + [s.offset + len(s.text or "") for s in passage.sentences])
+        if passage.offset <= offset < extent:
+            return passage
+    return None
+
+
+class _XML:
+    """BioC XML, written piece by piece with bioc's element encoders."""
+
+    def header(self, collection: Dict[str, Any]) -> str:
+        from lxml import etree
+
+        parts = ["<?xml version='1.0' encoding='UTF-8' standalone='yes'?>\n<collection>\n"]
+        for key in COLLECTION_FIELDS:
+            element = etree.Element(key)
+            element.text = _xml_text(collection.get(key, ""))
+            parts.append(etree.tostring(element, encoding="unicode") + "\n")
+        parts += [self._infon(k, v) + "\n" for k, v in (collection.get("infons") or {}).items()]
+        return "".join(parts)
+
+    def _infon(self, key: Any, value: Any) -> str:
+        from bioc.biocxml.encoder import encode_infon
+        from lxml import etree
+
+        return etree.tostring(encode_infon(key, _xml_text(value)), encoding="unicode")
+
+    def open_document(self, doc_id: str, infons: Dict[str, Any], index: int) -> str:
+        from lxml import etree
+
+        element = etree.Element("id")
+        element.text = doc_id
+        infon_lines = "".join(f"{self._infon(k, v)}\n" for k, v in infons.items())
+        return f"<document>\n{etree.tostring(element, encoding='unicode')}\n{infon_lines}"
+
+    def passage(self, passage, index: int) -> str:
+        from bioc.biocxml.encoder import encode_passage
+
+        return _element(encode_passage(_xml_safe(passage)))
+
+    def close_document(self, annotations: List[Dict[str, Any]]) -> str:
+        from bioc.biocjson.decoder import parse_annotation
+        from bioc.biocxml.encoder import encode_annotation
+
+        return "".join(_element(encode_annotation(_xml_safe(parse_annotation(a)))) for a in annotations) + "</document>\n"
+
+    def footer(self) -> str:
+        return "</collection>\n"
+
+
+def _xml_text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _xml_safe(item):
+    """The bioc object with infon values as text (None as empty), for bioc's XML encoders."""
+    item.infons = {str(k): _xml_text(v) for k, v in item.infons.items()}
+    for child in list(getattr(item, "annotations", [])) + list(getattr(item, "sentences", [])):
+        _xml_safe(child)
+    return item
+
+
+def _element(element) -> str:
+    """The element as XML text (indented between elements, texts unchanged)."""
+    from lxml import etree
+
+    return etree.tostring(element, encoding="unicode", pretty_print=True)
+
+
+def _plain(item) -> Dict[str, Any]:
+    """A bioc object as BioC JSON's dict."""
+    from bioc.biocjson.encoder import BioCJSONEncoder
+
+    return BioCJSONEncoder().default(item)
+
+
+class _JSON:
+    """BioC JSON, written piece by piece with bioc's JSON encoder (the document's annotations are
+    kept as plain dicts until it closes, so a resumed run can hold them in its checkpoint)."""
+
+    def header(self, collection: Dict[str, Any]) -> str:
+        fields = {key: collection.get(key, "") for key in COLLECTION_FIELDS}
+        fields["infons"] = collection.get("infons") or {}
+        return json_dumps(fields)[:-1] + ', "documents": [\n'
+
+    def open_document(self, doc_id: str, infons: Dict[str, Any], index: int) -> str:
+        head = json_dumps({"bioctype": "BioCDocument", "id": doc_id, "infons": infons})[:-1]
+        return ("" if index == 0 else ",\n") + head + ', "passages": ['
+
+    def passage(self, passage, index: int) -> str:
+        return ("" if index == 0 else ", ") + json_dumps(_plain(passage))
+
+    def close_document(self, annotations: List[Dict[str, Any]]) -> str:
+        return '], "annotations": ' + json_dumps(annotations) + ', "relations": []}'
+
+    def footer(self) -> str:
+        return "\n]}\n"
+
+
+def json_dumps(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,87 @@
+"""PubTator (spacy_w2ner/formats/pubtator.py): a public corpus sample round-trips byte for byte, relations
+are listed, bad input is one located line, and a discontinuous entity is written only as told."""
+from pathlib import Path
+
+import pytest
+import spacy
+
+from spacy_w2ner import get_entities, set_entities
+from spacy_w2ner.formats import FormatError, docs_to_pubtator, read_pubtator
+from spacy_w2ner.formats.standoff import skipped
+
+from ..conftest import VOCAB, cli, summary_line, write
+
+SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "pubtator" / "tmVar-sample.txt"
+TOKENIZER = spacy.blank("en").tokenizer
+DOC = (
+    "111|t|Aspirin and pain\n111|a|Knee pain after aspirin.\n"
+    "111\t0\t7\tAspirin\tChemical\tMESH:D001241\n111\t17\t21\tKnee\tDisease\t\n"
+    "111\tCID\tMESH:D001241\tMESH:D010146\n\n"
+)
+
+
+def test_the_tmvar_sample_round_trips_byte_for_byte(tmp_path):
+    docs = list(read_pubtator(SAMPLE, VOCAB, tokenizer=TOKENIZER))
+    assert len(docs) == 6
+    first = get_entities(docs[0])
+    assert [(e.label, e.text) for e in first[:2]] == [("SNP", "rs2234671"), ("DNAMutation", "Ex2+860G>C")]
+    docs_to_pubtator(docs, tmp_path / "back.txt")
+    assert (tmp_path / "back.txt").read_text(encoding="utf8") == SAMPLE.read_text(encoding="utf8")
+
+
+def test_relations_are_listed_and_columns_kept(tmp_path):
+    (doc,) = read_pubtator(write(tmp_path, "d.txt", DOC), VOCAB, tokenizer=TOKENIZER)
+    assert doc.text == "Aspirin and pain\nKnee pain after aspirin."
+    assert [(e.label, e.text, e.spans[0].id_) for e in get_entities(doc)] == [("Chemical", "Aspirin", "1"), ("Disease", "Knee", "2")]
+    assert skipped(doc) == [("line 5", "relation", "relation CID between MESH:D001241, MESH:D010146 is not an entity")]
+    docs_to_pubtator([doc], tmp_path / "back.txt")
+    assert (tmp_path / "back.txt").read_text(encoding="utf8") == DOC.replace("111\tCID\tMESH:D001241\tMESH:D010146\n", "")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (DOC.replace("111\t0\t7", "111\t0\tx"), r"d.txt:3: document 111: expected 'PMID<TAB>START"),
+        (DOC.replace("111\t17\t21", "111\t17\t99"), r"d.txt:4: document 111: annotation 2: offsets 17 99 are not within the text of 41"),
+        (DOC.replace("111|a|", "222|a|"), r"d.txt:2: document 111: expected 'PMID\|t\|title'"),
+        (DOC + DOC, r"d.txt:7: document 111: the PMID is already that of the document on line 1"),
+        ("111\t0\t7\tAspirin\tChemical\t\n", r"d.txt:1: document 111: no title line"),
+    ],
+)
+def test_bad_input_names_file_line_and_document(tmp_path, text, message):
+    with pytest.raises(FormatError, match=message):
+        list(read_pubtator(write(tmp_path, "d.txt", text), VOCAB))
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "d.txt"
+    path.write_bytes(DOC.replace("Knee pain after", "Kn\xe9e pain after").encode("latin-1"))
+    with pytest.raises(FormatError, match=r"d.txt:2: not valid UTF-8"):
+        list(read_pubtator(path, VOCAB))
+
+
+def test_a_discontinuous_entity_is_written_only_as_told(tmp_path):
+    nlp = spacy.blank("en")
+    doc = nlp.make_doc("She had pain in her knees and ankles .")
+    doc.user_data["w2ner_name"] = "9"
+    set_entities(doc, [("ADR", [2, 3, 4, 7], 0.9), ("ADR", [2, 3, 4, 5], 0.8)])
+    with pytest.raises(ValueError, match="discontinuous, which PubTator cannot hold: choose --discontinuous"):
+        docs_to_pubtator([doc], tmp_path / "p.txt")
+    lines = {}
+    for choice in ("split", "span", "skip"):
+        docs_to_pubtator([doc], tmp_path / f"{choice}.txt", discontinuous=choice)
+        lines[choice] = (tmp_path / f"{choice}.txt").read_text(encoding="utf8").splitlines()[1:-1]
+    assert lines["skip"] == ["9\t8\t25\tpain in her knees\tADR\t"]
+    assert lines["span"] == ["9\t8\t25\tpain in her knees\tADR\t", "9\t8\t36\tpain in her knees and ankles\tADR\t"]
+    assert lines["split"] == ["9\t8\t19\tpain in her\tADR\t", "9\t8\t25\tpain in her knees\tADR\t", "9\t30\t36\tankles\tADR\t"]
+
+
+def test_export_refuses_discontinuous_entities_unless_told(tmp_path):
+    write(tmp_path, "b.xml", (Path(__file__).parent / "test_bioc.py").read_text(encoding="utf8").split('COLLECTION = f"""')[1].split('"""')[0].replace("{TEXT}", "She had pain in her knees and ankles."))
+    cli("convert", "bioc", tmp_path / "b.xml", tmp_path)
+    result = cli("export", "pubtator", tmp_path / "b.spacy", tmp_path / "p.txt", code=1)
+    assert "1 discontinuous entities, which PubTator cannot hold: choose --discontinuous" in result.stderr
+    assert not (tmp_path / "p.txt").exists()
+    result = cli("export", "pubtator", tmp_path / "b.spacy", tmp_path / "p.txt", "--discontinuous", "split")
+    assert summary_line(result)["discontinuous_written_as"] == "split"
+    assert "--discontinuous does not apply" in cli("export", "brat", tmp_path / "b.spacy", tmp_path / "x", "--discontinuous", "skip", code=2).stderr
