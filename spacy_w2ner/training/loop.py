@@ -1,0 +1,299 @@
+"""The training loop of ``spacy train``, made of spaCy's own functions, with what they lack for a
+run that survives interruption: checkpoints and an exact resume.
+
+spaCy's ``train`` is a short loop around ``train_while_improving`` and ``create_train_batches``
+that saves model-best and model-last at each evaluation. ``train_resumable`` is that loop over
+the same functions, the same logger and the same ``before_to_disk`` callback, plus a checkpoint
+at every evaluation (or every ``checkpoint_every`` steps) and when SIGINT or SIGTERM asks the
+run to stop. Resumed from a checkpoint, it loads the weights, replays the steps before it
+without training (``replay.py``, ``stream.py``: the same batches, the same evaluations, the
+schedules advanced), then gives the optimizer its saved state and the random generators theirs:
+on a CPU the run ends with the same weights, bit for bit, as one that was never stopped.
+"""
+import json
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Dict, List, Optional
+
+import torch
+from spacy.schemas import ConfigSchemaTraining
+from spacy.training.loop import (
+    DIR_MODEL_LAST,
+    create_before_to_disk_callback,
+    create_evaluation_callback,
+    create_train_batches,
+    train_while_improving,
+    update_meta,
+)
+from spacy.util import registry, resolve_dot_names
+from thinc.api import fix_random_seed, set_gpu_allocator
+from wasabi import Printer, color
+
+from .checkpoints import Checkpoint, write_checkpoint
+from .replay import Replay
+from .run import RunDirectory
+from .state import capture_random_states, load_optimizer, restore_random_states, save_optimizer
+from .stream import Batches, DataPosition
+
+TRAINER_STATE = "trainer.json"
+RANDOM_STATE = "random.json"
+
+
+@dataclass
+class Outcome:
+    """How a call ended: ``finished``, or stopped by ``signal_number`` after ``steps`` steps."""
+
+    steps: int
+    finished: bool
+    signal_number: Optional[int] = None
+
+
+@dataclass
+class TrainerState:
+    """What ``train_while_improving``'s locals and the run's totals were at a checkpoint."""
+
+    steps: int = 0
+    position: DataPosition = field(default_factory=DataPosition)
+    evaluations: List[list] = field(default_factory=list)  # [score, step, other scores]
+    losses: Dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    resumes: int = 0
+
+    @classmethod
+    def read(cls, checkpoint: Checkpoint) -> "TrainerState":
+        data = checkpoint.read_json(TRAINER_STATE)
+        return cls(
+            data["steps"], DataPosition.from_dict(data["position"]), data["evaluations"],
+            data["losses"], data["seconds"], data["resumes"],
+        )  # fmt: skip
+
+    def as_dict(self, info: dict) -> dict:
+        best = max(self.evaluations, key=lambda e: (e[0], -e[1]), default=None)
+        return {
+            "steps": self.steps,
+            "epoch": info["epoch"],
+            "position": self.position.as_dict(),
+            "evaluations": self.evaluations,
+            "best": None if best is None else {"score": best[0], "step": best[1], "steps_since": info["step"] - best[1]},
+            "losses": self.losses,
+            "words": info["words"],
+            "seconds": round(self.seconds, 3),
+            "resumes": self.resumes,
+            "threads": torch.get_num_threads(),
+        }
+
+
+def train_resumable(
+    nlp, run: RunDirectory, checkpoint: Optional[Checkpoint], *, use_gpu: int = -1, checkpoint_every: int = 0,
+    keep: int = 2, force_resume: bool = False, stdout: IO = sys.stdout, stderr: IO = sys.stderr,
+) -> Outcome:  # fmt: skip
+    """Train ``nlp`` (from ``init_nlp``) as ``spacy train`` does, into ``run``'s directory, from
+    ``checkpoint`` when given; see the module docstring."""
+    session = _Session(nlp, run, checkpoint, use_gpu, stdout, stderr)
+    session.resume_from(checkpoint, force_resume)
+    steps = session.steps()
+    with StopRequests(stderr) as stop:
+        try:
+            for batch, info, is_best in steps:
+                if session.replaying(info):
+                    continue
+                session.after_step(info, is_best)
+                if stop.requested or (checkpoint_every and (info["step"] + 1) % checkpoint_every == 0) or (
+                    not checkpoint_every and is_best is not None
+                ):
+                    session.checkpoint(info, keep)
+                if stop.requested:
+                    return Outcome(info["step"] + 1, False, stop.signal_number)
+        except BaseException as err:
+            session.say_aborting(err)
+            raise
+        finally:
+            session.finalize()
+    session.finish()
+    return Outcome(session.state.steps, True)
+
+
+class _Session:
+    """One process's part of a run: spaCy's training objects, resolved as ``spacy train``
+    resolves them, and the run's state."""
+
+    def __init__(self, nlp, run: RunDirectory, checkpoint: Optional[Checkpoint], use_gpu: int, stdout: IO, stderr: IO):
+        self.nlp, self.run, self.stdout, self.stderr = nlp, run, stdout, stderr
+        self.msg = Printer(no_print=True)
+        self.config = nlp.config.interpolate()
+        if self.config["training"]["seed"] is not None:
+            fix_random_seed(self.config["training"]["seed"])
+        allocator = self.config["training"]["gpu_allocator"]
+        if use_gpu >= 0 and allocator:
+            set_gpu_allocator(allocator)
+        self.T = registry.resolve(self.config["training"], schema=ConfigSchemaTraining)
+        self.train_corpus, self.dev_corpus = resolve_dot_names(self.config, [self.T["train_corpus"], self.T["dev_corpus"]])
+        self.optimizer = self.T["optimizer"]
+        self.before_to_disk = create_before_to_disk_callback(self.T["before_to_disk"])
+        self.state = TrainerState.read(checkpoint) if checkpoint else TrainerState()
+        self.checkpoint_read = checkpoint
+        self.seconds_before = self.state.seconds  # in the sessions before this one
+        self.started = time.perf_counter()
+        self.log_step = self.finalize_logger = None
+
+    def resume_from(self, checkpoint: Optional[Checkpoint], force_resume: bool) -> None:
+        self.force_resume = force_resume
+        if checkpoint is not None:
+            self.nlp.from_disk(checkpoint.model)
+            self.state.resumes += 1
+            self.say(f"Resuming from {checkpoint.path} (step {checkpoint.step}): replaying the steps before it without training")
+
+    def steps(self):
+        T, nlp = self.T, self.nlp
+        make_batches = lambda: create_train_batches(nlp, self.train_corpus, T["batcher"], T["max_epochs"])  # noqa: E731
+        self.batches = Batches(make_batches, self.state.position)
+        self.replay = Replay(self.batches, [(e[0], e[2]) for e in self.state.evaluations], self.state.losses)
+        evaluate = create_evaluation_callback(nlp, self.dev_corpus, T["score_weights"])
+        steps = train_while_improving(
+            self.replay.language(nlp), self.optimizer, self.batches, self.replay.evaluation(evaluate),
+            dropout=T["dropout"], accumulate_gradient=T["accumulate_gradient"], patience=T["patience"],
+            max_steps=T["max_steps"], eval_frequency=T["eval_frequency"], exclude=T["frozen_components"],
+            annotating_components=T["annotating_components"], before_update=T["before_update"],
+        )  # fmt: skip
+        self._announce()
+        return steps
+
+    def _announce(self) -> None:
+        """spaCy's lines before the training table, and the table's header (the logger's)."""
+        T, nlp, msg = self.T, self.nlp, self.msg
+        self.stdout.write(msg.info(f"Pipeline: {nlp.pipe_names}") + "\n")
+        if T["frozen_components"]:
+            self.stdout.write(msg.info(f"Frozen components: {T['frozen_components']}") + "\n")
+        if T["annotating_components"]:
+            self.stdout.write(msg.info(f"Set annotations on update for: {T['annotating_components']}") + "\n")
+        self.stdout.write(msg.info(f"Initial learn rate: {self.optimizer.learn_rate}") + "\n")
+        with nlp.select_pipes(disable=T["frozen_components"]):
+            self.log_step, self.finalize_logger = T["logger"](nlp, self.stdout, self.stderr)
+
+    def replaying(self, info: dict) -> bool:
+        """Whether this step was a replayed one; after the last, the saved state is put back."""
+        if not self.replay.active:
+            return False
+        if self.replay.step_replayed(info["step"]):
+            checkpoint = self.checkpoint_read
+            load_optimizer(self.optimizer, self.nlp, checkpoint.path, check_schedules=not self.force_resume)
+            restore_random_states(checkpoint.read_json(RANDOM_STATE))
+            threads = checkpoint.read_json(TRAINER_STATE).get("threads")
+            if threads is not None and threads != torch.get_num_threads():
+                self.say(f"this process uses {torch.get_num_threads()} threads, the checkpoint's {threads}: "
+                         "the results can differ in the last bits from a run that was never stopped")
+            self.say(f"Resumed at step {info['step'] + 1}, epoch {info['epoch']}")
+        return True
+
+    def after_step(self, info: dict, is_best: Optional[bool]) -> None:
+        """What spaCy's loop does after a step: meta, model-last (and model-best), the log."""
+        self.state.steps = info["step"] + 1
+        self.state.seconds = self.seconds_before + (time.perf_counter() - self.started)
+        info["seconds"] = int(self.state.seconds)
+        if info["score"] is not None:
+            self.state.evaluations.append([info["score"], info["step"], info["other_scores"]])
+        if is_best is not None:
+            with self.nlp.select_pipes(disable=self.T["frozen_components"]):
+                update_meta(self.T, self.nlp, info)
+            self._save_model(is_best)
+            info["output_path"] = str(self.run.path / DIR_MODEL_LAST)
+        self.log_step(info if is_best is not None else None)
+
+    def _save_model(self, is_best: bool) -> None:
+        def write(path: Path) -> None:
+            with self.nlp.use_params(self.optimizer.averages):
+                self.before_to_disk(self.nlp).to_disk(path)
+
+        self.run.save_model(write, is_best)
+
+    def checkpoint(self, info: dict, keep: int) -> None:
+        """Write the state after this step (``checkpoints.py`` says what goes where)."""
+        self.state.position = self.batches.position
+        self.state.losses = {} if info["score"] is not None else dict(info["losses"])
+        trainer = self.state.as_dict(info)
+        random_states = capture_random_states()
+
+        def write_files(directory: Path) -> None:
+            self.nlp.to_disk(directory / "model")
+            save_optimizer(self.optimizer, self.nlp, directory)
+            (directory / "config.cfg").write_text(self.config.to_str(), encoding="utf8")
+            _write_json(directory / RANDOM_STATE, random_states)
+            _write_json(directory / TRAINER_STATE, trainer)
+
+        started = time.perf_counter()
+        written = write_checkpoint(self.run.path, self.state.steps, write_files, keep)
+        self.say(f"checkpoint {written.path.name} written in {time.perf_counter() - started:.1f} s")
+
+    def say(self, line: str) -> None:
+        self.stdout.write(info_line(line) + "\n")
+        self.stdout.flush()
+
+    def say_aborting(self, err: BaseException) -> None:
+        if not self.replay.active:
+            self.stdout.write(self.msg.warn(f"Aborting and saving the final best model. Encountered exception: {err!r}") + "\n")
+
+    def finalize(self) -> None:
+        """The logger's end, and model-last as spaCy saves it whenever its loop ends (not while
+        replaying: the weights are then the checkpoint's, not the run's)."""
+        if self.finalize_logger is not None:
+            self.finalize_logger()
+        if not self.replay.active and self.state.steps:
+            self._save_model(False)
+
+    def finish(self) -> None:
+        best = max(self.state.evaluations, key=lambda e: (e[0], -e[1]), default=None)
+        self.run.finish(
+            steps=self.state.steps, seconds=round(self.state.seconds, 1), resumes=self.state.resumes,
+            best_score=None if best is None else best[0], best_step=None if best is None else best[1],
+        )  # fmt: skip
+        if self.optimizer.averages:
+            self.nlp.use_params(self.optimizer.averages)
+        self.stdout.write(self.msg.good("Saved pipeline to output directory", self.run.path / DIR_MODEL_LAST) + "\n")
+
+
+def info_line(line: str) -> str:
+    """wasabi's info message, never wrapped (wasabi wraps at 80 columns, which cuts the paths)."""
+    text = f"\u2139 {line}"
+    return color(text, fg=4) if Printer().show_color else text
+
+
+def _write_json(path: Path, data) -> None:
+    """Python's json, whose floats read back exactly (the losses, the scores)."""
+    path.write_text(json.dumps(data), encoding="utf8")
+
+
+class StopRequests:
+    """SIGINT and SIGTERM ask the run to stop after the current step (with a checkpoint); a
+    second SIGINT stops it at once. Only in the main thread (where Python delivers signals)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, stderr: IO):
+        self.stderr = stderr
+        self.signal_number: Optional[int] = None
+        self._previous: dict = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signal_number is not None
+
+    def _handle(self, number, frame) -> None:
+        if self.requested and number == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal_number = number
+        self.stderr.write(f"\n{signal.Signals(number).name}: stopping after this step, with a checkpoint "
+                          "(Ctrl+C again stops at once, without one)\n")
+        self.stderr.flush()
+
+    def __enter__(self) -> "StopRequests":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {number: signal.signal(number, self._handle) for number in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)

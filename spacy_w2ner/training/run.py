@@ -1,0 +1,178 @@
+"""A run's output directory: whose run it is, whether it may continue, and spaCy's model-best and
+model-last replaced without ever being half-written.
+
+``DIR/run.json`` says what the run was started with (the config as given, with its overrides,
+interpolated; a fingerprint of the training and dev corpora), whether it finished, and how often
+it was resumed. Before anything is loaded, ``prepare`` refuses an output directory that holds
+another run, or a resume with another config or corpus (naming what changed), and picks the
+newest good checkpoint, saying in one line what it does.
+"""
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from thinc.api import Config
+
+from .checkpoints import Checkpoint, newest_good, remove_stale, replace_directory, restore_replaced
+
+RUN_FILE = "run.json"
+MODEL_BEST = "model-best"
+MODEL_LAST = "model-last"
+
+
+class RunError(ValueError):
+    """The output directory cannot take this run (the message says why and what to do)."""
+
+
+class RunFinished(Exception):
+    """The run to resume has finished, with these settings: nothing to do."""
+
+
+class RunDirectory:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @property
+    def record(self) -> Optional[dict]:
+        file = self.path / RUN_FILE
+        return json.loads(file.read_text(encoding="utf8")) if file.exists() else None
+
+    def prepare(self, config: Config, resume: bool, force_resume: bool, say: Callable[[str], None]) -> Optional[Checkpoint]:
+        """Check that this run may use the directory; the checkpoint to resume from (None: start
+        fresh). RunError when it may not."""
+        for name in (MODEL_BEST, MODEL_LAST):
+            restore_replaced(self.path / name)
+        remove_stale(self.path)
+        record = self.record
+        if record is None:
+            return self._fresh_directory(resume, say)
+        if not resume:
+            raise RunError(
+                f"{self.path} holds a run ({_progress(record)}): continue it with --resume, or choose another --output"
+            )
+        changes = changed_settings(Config().from_str(record["config"]), config) + changed_corpora(record["corpora"], self._fingerprints(config))
+        if changes and not force_resume:
+            raise RunError(f"{self.path}'s run was started with other settings: {'; '.join(changes)} (--force-resume continues anyway)")
+        if record.get("finished") and not changes:
+            raise RunFinished(f"{self.path}'s run finished at step {record.get('steps')}: nothing to do")
+        if changes:
+            say(f"resuming although the settings changed (--force-resume): {'; '.join(changes)}")
+        checkpoint = newest_good(self.path, say)
+        if checkpoint is None:
+            say(f"no checkpoint in {self.path}: starting fresh")
+        return checkpoint
+
+    def _fresh_directory(self, resume: bool, say: Callable[[str], None]) -> None:
+        spacy_outputs = [name for name in (MODEL_BEST, MODEL_LAST) if (self.path / name).exists()]
+        if spacy_outputs:
+            raise RunError(
+                f"{self.path} holds {' and '.join(spacy_outputs)} from a run without checkpoints "
+                "(spacy train's?): choose another --output, or move them away"
+            )
+        if resume:
+            say(f"no run in {self.path} to resume: starting fresh")
+
+    def start(self, config: Config, checkpoint: Optional[Checkpoint]) -> None:
+        """Record the run's settings (a fresh run's, or those a forced resume goes on with) and
+        count a resume."""
+        record = (self.record if checkpoint is not None else None) or {"resumes": 0}
+        if checkpoint is not None:
+            record["resumes"] += 1
+        record.update(config=config.to_str(), corpora=self._fingerprints(config), finished=False)
+        self.write_record(record)
+
+    def _fingerprints(self, config: Config) -> Dict[str, str]:
+        """``corpus_fingerprints``, read once per config."""
+        text = config.to_str()
+        if getattr(self, "_fingerprinted", (None,))[0] != text:
+            self._fingerprinted = (text, corpus_fingerprints(config))
+        return self._fingerprinted[1]
+
+    def finish(self, **facts) -> None:
+        record = self.record or {}
+        record.update(finished=True, **facts)
+        self.write_record(record)
+
+    def write_record(self, record: dict) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        temporary = self.path / f".{RUN_FILE}.tmp"
+        temporary.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
+        os.replace(temporary, self.path / RUN_FILE)
+
+    def save_model(self, write: Callable[[Path], None], is_best: bool) -> None:
+        """spaCy's model-last (and model-best, a copy of it, when ``is_best``), each written
+        under a temporary name and moved into place."""
+        temporary = self.path / f".{MODEL_LAST}.tmp"
+        shutil.rmtree(temporary, ignore_errors=True)
+        write(temporary)
+        replace_directory(temporary, self.path / MODEL_LAST)
+        if is_best:
+            temporary = self.path / f".{MODEL_BEST}.tmp"
+            shutil.rmtree(temporary, ignore_errors=True)
+            shutil.copytree(self.path / MODEL_LAST, temporary)
+            replace_directory(temporary, self.path / MODEL_BEST)
+
+
+def _progress(record: dict) -> str:
+    return "finished" if record.get("finished") else f"resumed {record.get('resumes', 0)} times so far"
+
+
+# ---------------------------------------------------------------- what changed
+
+
+def _flat(section, prefix: str = "") -> Dict[str, object]:
+    flat: Dict[str, object] = {}
+    for key, value in section.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flat(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def changed_settings(old: Config, new: Config) -> List[str]:
+    """``section.key: old -> new`` for every setting that differs (added and removed ones too)."""
+    before, after = _flat(old.interpolate()), _flat(new.interpolate())
+    def shown(settings: dict, key: str) -> str:
+        return repr(settings[key]) if key in settings else "(none)"
+
+    keys = sorted(set(before) | set(after))
+    return [f"{key}: {shown(before, key)} -> {shown(after, key)}" for key in keys if shown(before, key) != shown(after, key)]
+
+
+def corpus_fingerprints(config: Config) -> Dict[str, str]:
+    """The SHA-256 of every file the training and dev corpora read (the paths in their config
+    blocks; a directory's files each), by path."""
+    resolved = config.interpolate()
+    fingerprints: Dict[str, str] = {}
+    for dot_name in (resolved["training"]["train_corpus"], resolved["training"]["dev_corpus"]):
+        block = resolved
+        for part in dot_name.split("."):
+            block = block.get(part, {}) if isinstance(block, dict) else {}
+        for value in _flat(block).values() if isinstance(block, dict) else ():
+            if isinstance(value, str) and value and Path(value).exists():
+                for path in _corpus_files(Path(value)):
+                    fingerprints[str(path)] = _sha256(path)
+    return fingerprints
+
+
+def changed_corpora(recorded: Dict[str, str], now: Dict[str, str]) -> List[str]:
+    changes = [f"{path} changed since the run began" for path in sorted(recorded) if path in now and now[path] != recorded[path]]
+    changes += [f"{path} is no longer read" for path in sorted(set(recorded) - set(now))]
+    return changes + [f"{path} is read now" for path in sorted(set(now) - set(recorded))]
+
+
+def _corpus_files(path: Path) -> List[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()

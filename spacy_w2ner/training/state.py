@@ -1,0 +1,159 @@
+"""What a training step's result depends on besides the weights: the optimizer's state and the
+random generators' states, as files a new process can read back.
+
+Thinc's ``Optimizer`` keys its moments, averages and update counts by ``(node or shim id,
+parameter name)``; ids come from process-wide counters, so a new process gives the same node
+another id. The state is saved under names that do not change between processes (the
+component, the node's place in ``Model.walk()`` and its name, the shim's place, the parameter)
+and mapped back to the new process's keys on loading. The learning-rate (and other) schedules
+are generators and cannot be saved: a resumed run advances them step by step while it replays
+its steps (``replay.py``), and the values they had are checked against the saved ones.
+"""
+import base64
+import json
+import random
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy
+from thinc.api import Model, Optimizer, get_current_ops
+
+Key = Tuple[int, str]
+
+# Scalars an optimizer holds, which its schedules may set.
+HYPERPARAMETERS = ("learn_rate", "b1", "b2", "eps", "L2", "grad_clip")
+# Its per-parameter arrays, each a dict keyed like the update counts.
+ARRAY_STORES = ("mom1", "mom2", "averages")
+
+
+class StateError(ValueError):
+    """A checkpoint's state does not fit this pipeline or optimizer."""
+
+
+def parameter_names(nlp) -> Dict[Key, str]:
+    """Every optimizer key the pipeline's parameters can have -> a name stable across processes:
+    ``component/walk index:node name[/shim index]#parameter``."""
+    names: Dict[Key, str] = {}
+    for component, pipe in nlp.components:
+        model = getattr(pipe, "model", None)
+        if not isinstance(model, Model):
+            continue
+        for index, node in enumerate(model.walk()):
+            place = f"{component}/{index}:{node.name}"
+            for name in node.param_names:
+                names.setdefault((node.id, name), f"{place}#{name}")
+            for shim_index, shim in enumerate(node.shims):
+                module = getattr(shim, "_model", None)
+                for name, _ in module.named_parameters() if hasattr(module, "named_parameters") else ():
+                    names.setdefault((shim.id, name), f"{place}/shim{shim_index}#{name}")
+    return names
+
+
+def _stable(names: Dict[Key, str], key: Key) -> str:
+    if key not in names:
+        raise StateError(f"the optimizer holds state for a parameter the pipeline does not have: {key[1]!r} of node {key[0]}")
+    return names[key]
+
+
+def save_optimizer(optimizer: Optimizer, nlp, directory: Path) -> List[Path]:
+    """Write the optimizer's state to ``optimizer.npz`` (its arrays) and ``optimizer.json`` (the
+    rest); return the files written."""
+    names = parameter_names(nlp)
+    ops = get_current_ops()
+    arrays, entries = {}, []
+    for store_name in ARRAY_STORES:
+        store = getattr(optimizer, store_name) or {}
+        for key, array in store.items():
+            arrays[f"a{len(entries)}"] = ops.to_numpy(array)
+            entries.append([store_name, _stable(names, key)])
+    counts = {kind: {_stable(names, key): int(n) for key, n in getattr(optimizer, kind).items()} for kind in ("nr_update", "last_seen")}
+    meta = {
+        "arrays": entries,
+        "counts": counts,
+        "hyperparameters": {name: getattr(optimizer, name) for name in HYPERPARAMETERS},
+        "uses_averages": optimizer.averages is not None,
+    }
+    with (directory / "optimizer.npz").open("wb") as file:
+        numpy.savez(file, **arrays)
+    (directory / "optimizer.json").write_text(json.dumps(meta), encoding="utf8")
+    return [directory / "optimizer.npz", directory / "optimizer.json"]
+
+
+def load_optimizer(optimizer: Optimizer, nlp, directory: Path, check_schedules: bool = True) -> None:
+    """Give ``optimizer`` (made from the same config, its schedules already advanced to the
+    checkpoint's step) the saved moments, averages and update counts; StateError when they do not
+    fit, or (``check_schedules``) when its scheduled values differ from the saved ones."""
+    meta = json.loads((directory / "optimizer.json").read_text(encoding="utf8"))
+    keys = {name: key for key, name in parameter_names(nlp).items()}
+    if meta["uses_averages"] != (optimizer.averages is not None):
+        raise StateError("the checkpoint's optimizer and this one differ in use_averages")
+    ops = get_current_ops()
+    with numpy.load(directory / "optimizer.npz", allow_pickle=False) as arrays:
+        for index, (store_name, name) in enumerate(meta["arrays"]):
+            getattr(optimizer, store_name)[_key(keys, name)] = ops.asarray(arrays[f"a{index}"])
+    for kind, counts in meta["counts"].items():
+        store = getattr(optimizer, kind)
+        store.clear()
+        store.update({_key(keys, name): n for name, n in counts.items()})
+    for name, saved in meta["hyperparameters"].items():
+        if check_schedules and getattr(optimizer, name) != saved:
+            raise StateError(f"the optimizer's {name} is {getattr(optimizer, name)!r} at this step, the checkpoint's {saved!r}")
+
+
+def _key(keys: Dict[str, Key], name: str) -> Key:
+    if name not in keys:
+        raise StateError(f"the checkpoint has optimizer state for {name}, which this pipeline does not have")
+    return keys[name]
+
+
+# ---------------------------------------------------------------- random generators
+
+
+def capture_random_states() -> dict:
+    """Python's, numpy's and torch's (CPU and CUDA) random states, as JSON values."""
+    import torch
+
+    version, internal, gauss = random.getstate()
+    name, keys, position, has_gauss, cached = numpy.random.get_state()
+    states = {
+        "python": [version, list(internal), gauss],
+        "numpy": [name, keys.tolist(), position, has_gauss, cached],
+        "torch": _b64(torch.get_rng_state()),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = [_b64(state) for state in torch.cuda.get_rng_state_all()]
+    return states
+
+
+def restore_random_states(states: dict) -> None:
+    """Set the generators to ``capture_random_states``' values."""
+    import torch
+
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, position, has_gauss, cached = states["numpy"]
+    numpy.random.set_state((name, numpy.asarray(keys, dtype=numpy.uint32), position, has_gauss, cached))
+    torch.set_rng_state(_tensor(states["torch"]))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([_tensor(state) for state in states["cuda"]])
+
+
+def python_random_state() -> list:
+    """Python's random state alone, as a JSON value (``stream.py`` keeps one an epoch)."""
+    version, internal, gauss = random.getstate()
+    return [version, list(internal), gauss]
+
+
+def set_python_random_state(state: list) -> None:
+    version, internal, gauss = state
+    random.setstate((version, tuple(internal), gauss))
+
+
+def _b64(tensor) -> str:
+    return base64.b64encode(tensor.numpy().tobytes()).decode("ascii")
+
+
+def _tensor(text: str):
+    import torch
+
+    return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)

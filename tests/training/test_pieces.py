@@ -1,0 +1,137 @@
+"""The pieces of a resumable run, without training: the data's place, checkpoints on disk,
+what changed between two configs."""
+import random
+
+import pytest
+from thinc.api import Config
+
+from spacy_w2ner.training.checkpoints import (
+    CheckpointError,
+    Checkpoint,
+    checkpoints,
+    newest_good,
+    replace_directory,
+    restore_replaced,
+    verify,
+    write_checkpoint,
+)
+from spacy_w2ner.training.run import changed_settings
+from spacy_w2ner.training.state import python_random_state, set_python_random_state
+from spacy_w2ner.training.stream import Batches, DataPositionError
+
+
+class Example:
+    def __init__(self, text):
+        self.reference = type("Doc", (), {"text": text})()
+
+
+def shuffled_batches(corpus_size=10, batch_size=3, epochs=4):
+    """create_train_batches' shape: the corpus shuffled in place each epoch, then batched."""
+    examples = [Example(str(i)) for i in range(corpus_size)]
+    for epoch in range(epochs):
+        random.shuffle(examples)
+        for start in range(0, len(examples), batch_size):
+            yield epoch, examples[start : start + batch_size]
+
+
+def texts(items):
+    return [(epoch, [e.reference.text for e in batch]) for epoch, batch in items]
+
+
+def train_on(batches, steps=None, stop_after=None):
+    """Take batches as a training loop does, drawing random numbers between them; stop after
+    ``stop_after`` batches returning (taken, position, Python's random state)."""
+    taken = []
+    for count, item in enumerate(batches, start=1):
+        taken.append(item)
+        random.random()  # the training's own draws
+        if count == stop_after:
+            return taken, batches.position, python_random_state()
+    return taken, batches.position, None
+
+
+@pytest.mark.parametrize("stop_after", [1, 3, 4, 7, 8, 15])
+def test_replayed_batches_continue_as_the_run_that_never_stopped(stop_after):
+    random.seed(7)
+    expected, _, _ = train_on(Batches(shuffled_batches))
+    random.seed(7)
+    _, position, state = train_on(Batches(shuffled_batches), stop_after=stop_after)
+    random.seed(12345)  # a new process
+    resumed = Batches(shuffled_batches, position)
+    items = []
+    for item in resumed:
+        items.append(item)
+        if len(items) == stop_after:
+            assert resumed.replaying
+            set_python_random_state(state)  # what the loop does after the last replayed step
+        elif len(items) > stop_after:
+            assert not resumed.replaying
+            random.random()
+    assert texts(items) == texts(expected)
+
+
+def test_a_corpus_that_no_longer_replays_to_the_checkpoint_is_refused():
+    random.seed(7)
+    _, position, _ = train_on(Batches(shuffled_batches), stop_after=5)
+    with pytest.raises(DataPositionError, match="batch 5 differs from the one trained on"):
+        list(Batches(lambda: shuffled_batches(corpus_size=11), position))
+    with pytest.raises(DataPositionError, match="epoch 1 began after 2 batches, in epoch 0, which had 4"):
+        list(Batches(lambda: shuffled_batches(corpus_size=5), position))
+    with pytest.raises(DataPositionError, match="the data ended after 2 batches, in epoch 0, which had 4"):
+        list(Batches(lambda: shuffled_batches(corpus_size=5, epochs=1), position))
+
+
+def test_a_checkpoint_is_renamed_into_place_complete_and_the_newest_are_kept(tmp_path):
+    def files(directory):
+        (directory / "model").mkdir()
+        (directory / "model" / "weights").write_bytes(b"w" * 10)
+        (directory / "trainer.json").write_text("{}")
+
+    for step in (3, 6, 9):
+        write_checkpoint(tmp_path, step, files, keep=2)
+    assert [c.step for c in checkpoints(tmp_path)] == [9, 6]
+    verify(checkpoints(tmp_path)[0])
+
+    def crash(directory):
+        files(directory)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_checkpoint(tmp_path, 12, crash, keep=2)
+    assert [c.step for c in checkpoints(tmp_path)] == [9, 6]
+
+
+def test_a_damaged_checkpoint_is_skipped_for_the_one_before(tmp_path):
+    for step in (3, 6):
+        write_checkpoint(tmp_path, step, lambda d: (d / "optimizer.npz").write_bytes(b"state"), keep=2)
+    newest = checkpoints(tmp_path)[0]
+    (newest.path / "optimizer.npz").write_bytes(b"stat")
+    lines = []
+    assert newest_good(tmp_path, lines.append).step == 3
+    assert lines == [f"checkpoint {newest.path} is incomplete or damaged (optimizer.npz differs from its manifest entry): skipped"]
+    (newest.path / "MANIFEST.json").unlink()
+    with pytest.raises(CheckpointError, match="no readable MANIFEST.json"):
+        verify(Checkpoint(newest.path))
+
+
+def test_a_kill_between_the_two_renames_of_a_replacement_is_undone(tmp_path):
+    target, new = tmp_path / "model-last", tmp_path / ".model-last.tmp"
+    target.mkdir()
+    (target / "old").write_text("old")
+    new.mkdir()
+    (new / "new").write_text("new")
+    (target).rename(tmp_path / ".model-last.old")  # killed here, the new one not yet moved
+    restore_replaced(target)
+    assert (target / "old").exists()
+    replace_directory(new, target)
+    assert [p.name for p in tmp_path.iterdir()] == ["model-last"] and (target / "new").exists()
+
+
+def test_changed_settings_names_each_setting_with_both_values():
+    old = Config().from_str("[training]\ndropout = 0.1\nmax_steps = 100\n[paths]\ntrain = \"a.spacy\"\n")
+    new = Config().from_str("[training]\ndropout = 0.1\nmax_steps = 200\npatience = 5\n[paths]\n")
+    assert changed_settings(old, new) == [
+        "paths.train: 'a.spacy' -> (none)",
+        "training.max_steps: 100 -> 200",
+        "training.patience: (none) -> 5",
+    ]

@@ -1,0 +1,137 @@
+"""``python -m spacy_w2ner train``: real training processes killed at random moments and resumed
+end with the same weights, bit for bit, as a run that was never stopped, and as ``spacy train``."""
+import json
+import random
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import HAS_MINILM, cli
+
+from .helpers import ROOT, differing, environment, run, run_and_kill, train_command, weights
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The sample corpus as .spacy files."""
+    directory = tmp_path_factory.mktemp("corpus")
+    for split in ("train", "dev"):
+        cli("convert", "w2ner-json", f"corpora/sample/{split}.json", directory)
+    return {"train": directory / "train.spacy", "dev": directory / "dev.spacy"}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, corpus):
+    """A run never stopped, with a checkpoint every 3 steps (as the killed runs have)."""
+    output = tmp_path_factory.mktemp("uninterrupted") / "run"
+    assert run(train_command(output, corpus, "--checkpoint-every", "3"), output.with_suffix(".log")) == 0
+    return output
+
+
+def test_runs_killed_at_random_moments_end_as_the_uninterrupted_run(tmp_path, corpus, uninterrupted):
+    chooser = random.Random()
+    delays = [round(chooser.uniform(0.5, 6.0), 2) for _ in range(3)]
+    output, log = tmp_path / "run", tmp_path / "run.log"
+    command = train_command(output, corpus, "--checkpoint-every", "3", "--resume")
+    kills = [delay for delay in delays if run_and_kill(command, log, delay) is None]
+    assert run(command, log) == 0, log.read_text()
+    text = log.read_text()
+    record = json.loads((output / "run.json").read_text())
+    assert record["finished"] and record["steps"] == 25, (delays, record)
+    assert record["resumes"] == text.count("Resuming from"), (delays, text)
+    for model in ("model-last", "model-best"):
+        assert differing(weights(uninterrupted / model), weights(output / model)) == [], (model, delays, text)
+    assert json.loads((output / "model-best" / "meta.json").read_text())["performance"] == json.loads(
+        (uninterrupted / "model-best" / "meta.json").read_text()
+    )["performance"]
+
+
+def test_the_uninterrupted_run_trains_what_spacy_train_trains(tmp_path, corpus, uninterrupted):
+    output = tmp_path / "spacy-train"
+    assert run(train_command(output, corpus, spacy_train=True), tmp_path / "log") == 0
+    for model in ("model-last", "model-best"):
+        assert differing(weights(uninterrupted / model), weights(output / model)) == []
+
+
+def test_sigterm_stops_after_the_step_with_a_checkpoint_and_a_damaged_one_is_skipped(tmp_path, corpus, uninterrupted):
+    output, log = tmp_path / "run", tmp_path / "run.log"
+    command = train_command(output, corpus, "--resume")
+    with log.open("ab") as file:
+        process = subprocess.Popen(command, stdout=file, stderr=subprocess.STDOUT, env=environment())
+        while not list(output.glob("checkpoints/step-*")):  # the first evaluation's checkpoint
+            assert process.poll() is None, log.read_text()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait() == 128 + signal.SIGTERM
+    text = log.read_text()
+    assert "SIGTERM: stopping after this step" in text and "continue with --resume" in text
+    steps = sorted(int(path.name[5:]) for path in output.glob("checkpoints/step-*"))
+    assert len(steps) == 2 and f"checkpoint step-{steps[-1]:08d} written" in text and (output / "model-last").is_dir()
+    newest = output / "checkpoints" / f"step-{steps[-1]:08d}"
+    (newest / "optimizer.npz").write_bytes((newest / "optimizer.npz").read_bytes()[:100])  # killed while writing
+    assert run(command, log) == 0
+    assert f"checkpoint {newest} is incomplete or damaged (optimizer.npz differs from its manifest entry): skipped" in log.read_text()
+    assert f"Resuming from {output / 'checkpoints' / f'step-{steps[0]:08d}'}" in log.read_text()
+    assert differing(weights(uninterrupted / "model-last"), weights(output / "model-last")) == []
+
+
+def test_a_finished_run_is_not_trained_again(uninterrupted, corpus, tmp_path):
+    finished = tmp_path / "finished"
+    shutil.copytree(uninterrupted, finished)
+    result = cli("train", *train_command(finished, corpus, "--resume")[4:])
+    assert result.stdout.strip() == f"{finished}'s run finished at step 25: nothing to do"
+
+
+def test_resuming_with_another_setting_or_corpus_is_refused_naming_it(uninterrupted, corpus, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(uninterrupted, run_dir)
+    arguments = train_command(run_dir, corpus, "--resume")[4:]
+    result = cli("train", *arguments, "--training.dropout", "0.25", code=1)
+    assert result.stderr.strip() == (
+        f"error: {run_dir}'s run was started with other settings: training.dropout: 0.1 -> 0.25 (--force-resume continues anyway)"
+    )
+    changed = tmp_path / "train.spacy"
+    changed.write_bytes(corpus["train"].read_bytes() + b"\0")
+    moved = [a if a != str(corpus["train"]) else str(changed) for a in arguments]
+    result = cli("train", *moved, code=1)
+    assert f"paths.train: '{corpus['train']}' -> '{changed}'" in result.stderr
+    assert f"{changed} is read now" in result.stderr and f"{corpus['train']} is no longer read" in result.stderr
+
+
+def test_an_output_directory_with_another_run_is_refused(uninterrupted, corpus, tmp_path):
+    result = cli("train", *train_command(uninterrupted, corpus)[4:], code=1)
+    assert result.stderr.strip() == (
+        f"error: {uninterrupted} holds a run (finished): continue it with --resume, or choose another --output"
+    )
+    spacy_run = tmp_path / "spacy-run"
+    shutil.copytree(uninterrupted / "model-best", spacy_run / "model-best")
+    result = cli("train", *train_command(spacy_run, corpus, "--resume")[4:], code=1)
+    assert "holds model-best from a run without checkpoints (spacy train's?)" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_MINILM, reason="needs the bundled MiniLM encoder")
+def test_a_transformer_run_killed_after_a_checkpoint_ends_as_the_uninterrupted_one(tmp_path, corpus):
+    """The encoder's fused optimizer step and spacy-transformers' saved encoder, resumed exactly."""
+    minilm = ["--training.max_steps", "9", "--training.eval_frequency", "4", "--checkpoint-every", "3"]
+    command = [
+        *train_command(tmp_path / "whole", corpus, *minilm)[:4], str(ROOT / "project" / "configs" / "w2ner_minilm_cpu.cfg"),
+        "--output", str(tmp_path / "whole"), "--paths.train", str(corpus["train"]), "--paths.dev", str(corpus["dev"]),
+        "--corpora.train.limit", "48", "--corpora.dev.limit", "16", "--training.logger.progress_bar", "false", *minilm,
+    ]  # fmt: skip
+    assert run(command, tmp_path / "whole.log") == 0
+    killed = [str(tmp_path / "killed") if part == str(tmp_path / "whole") else part for part in command] + ["--resume"]
+    log = tmp_path / "killed.log"
+    with log.open("ab") as file:
+        process = subprocess.Popen(killed, stdout=file, stderr=subprocess.STDOUT, env=environment())
+        while not list((tmp_path / "killed").glob("checkpoints/step-*")) and process.poll() is None:
+            time.sleep(0.05)
+        time.sleep(random.uniform(0.0, 3.0))
+        process.kill()
+        process.wait()
+    assert run(killed, log) == 0, log.read_text()
+    assert "Resuming from" in log.read_text()
+    assert differing(weights(tmp_path / "whole" / "model-last"), weights(tmp_path / "killed" / "model-last")) == []
