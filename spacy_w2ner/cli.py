@@ -163,8 +163,11 @@ def _listing_skipped(docs: Iterable) -> Iterator:
     from .formats.standoff import skipped
 
     for doc in docs:
+        name = doc.user_data.get(formats.NAME_KEY, "?")
+        if formats.NOT_A_DOCUMENT_KEY in doc.user_data:
+            typer.echo(f"warning: {name}: {doc.user_data[formats.NOT_A_DOCUMENT_KEY]}: not converted", err=True)
         for annotation_id, _, why in skipped(doc):
-            typer.echo(f"warning: {doc.user_data.get(formats.NAME_KEY, '?')}: annotation {annotation_id}: {why}", err=True)
+            typer.echo(f"warning: {name}: annotation {annotation_id}: {why}", err=True)
         yield doc
 
 
@@ -193,6 +196,7 @@ def export(
     discontinuous: Optional[str] = typer.Option(
         None, help="pubtator: write a discontinuous entity as a line per fragment (split), one line from its first to its last character (span), or not (skip)"
     ),
+    model_version: Optional[str] = typer.Option(None, help="label-studio: the predictions' model_version (default: spacy-w2ner)"),
 ):
     """Write the entities of a .spacy DocBin in a corpus format, and print their counts as JSON.
 
@@ -201,10 +205,10 @@ def export(
     if output_format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"unknown format {output_format!r}; choose from {', '.join(EXPORT_FORMATS)}")
     fmt = FORMATS[output_format]
-    options = {key: value for key, value in {"discontinuous": discontinuous}.items() if value is not None}
+    options = {key: value for key, value in {"discontinuous": discontinuous, "model_version": model_version}.items() if value is not None}
     unknown = sorted(set(options) - set(fmt.write_options))
     if unknown:
-        raise typer.BadParameter(f"--{unknown[0]} does not apply to exporting {output_format}")
+        raise typer.BadParameter(f"--{unknown[0].replace('_', '-')} does not apply to exporting {output_format}")
     if output_format == "brat":
         _output_dir(output)
     else:
@@ -243,6 +247,25 @@ def _export(fmt, docs: Iterable, output: Path, spans_key: str, options: dict) ->
         output.rmdir()  # an empty directory given for brat
     os.replace(partial, output)
     return problems
+
+
+@app.command("label-studio-config")
+def label_studio_config(
+    model: str = typer.Argument(..., help="Pipeline name or path"),
+):
+    """Print a Label Studio labeling config for the pipeline's entity labels: the regions to correct
+    its predictions (export label-studio, annotate --output-format label-studio), and the
+    'fragment' relation that joins the regions of a discontinuous entity."""
+    import spacy
+
+    from .component import first_w2ner
+
+    try:
+        nlp = spacy.load(model)
+        component = first_w2ner(nlp)[1]
+    except (OSError, ValueError) as err:
+        _fail(f"cannot load the pipeline {model!r}: {err}")
+    typer.echo(formats.label_studio_config(list(component.labels)), nl=False)
 
 
 @app.command()

@@ -14,9 +14,10 @@ is wrong. No entity is dropped: ``CorpusSummary`` counts what was read.
 - ``read_bmes``: character-level BMES (Chinese);
 - ``read_brat`` / ``read_brat_collection``: brat standoff (one Doc per document);
 - ``read_bioc``: BioC XML and JSON (one Doc per document or passage; the ``[bioc]`` extra);
-- ``read_pubtator``: PubTator (one Doc per document).
+- ``read_pubtator``: PubTator (one Doc per document);
+- ``read_label_studio``: a Label Studio JSON export (one Doc per task).
 
-Writers: ``docs_to_w2ner_json`` / ``write_w2ner_json``, ``docs_to_brat``, ``docs_to_bioc``, ``docs_to_pubtator`` and
+Writers: ``docs_to_w2ner_json`` / ``write_w2ner_json``, ``docs_to_brat``, ``docs_to_bioc``, ``docs_to_pubtator``, ``docs_to_label_studio`` and
 ``write_docbin`` (.spacy). ``standoff`` maps annotations at character offsets (BioC, PubTator,
 Label Studio) to entities and back, listing those that cannot be entities.
 """
@@ -30,6 +31,7 @@ from spacy.tokens import Doc
 from .base import (
     IGNORED_KEY,
     NAME_KEY,
+    NOT_A_DOCUMENT_KEY,
     REPAIRED_KEY,
     CorpusSummary,
     FormatError,
@@ -39,6 +41,7 @@ from .base import (
     write_docbin,
 )
 from .bioc import BIOC_KEY, check_bioc_options, docs_to_bioc, read_bioc
+from .label_studio import LABEL_STUDIO_KEY, check_label_studio_options, docs_to_label_studio, label_studio_config, read_label_studio
 from .pubtator import PUBTATOR_KEY, docs_to_pubtator, read_pubtator
 from .brat import BRAT_TOKENIZERS, check_brat_options, docs_to_brat, read_brat, read_brat_collection, whitespace_tokenize
 from .dai import parse_dai_mentions, read_dai_text
@@ -113,6 +116,10 @@ def _read_pubtator(path: PathLike, nlp: Language, spans_key: str, tokenizer: str
     return read_pubtator(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer, sentencizer), strict)
 
 
+def _read_label_studio(path: PathLike, nlp: Language, spans_key: str, tokenizer: str, sentencizer: bool, use: str, strict: bool) -> Iterator[Doc]:
+    return read_label_studio(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer, sentencizer), use, strict)
+
+
 FORMATS: Dict[str, Format] = {
     "w2ner-json": Format(_read_w2ner_json, "record", write=write_w2ner_json),
     "dai": Format(_read_dai, "sentence"),
@@ -143,6 +150,14 @@ FORMATS: Dict[str, Format] = {
         check=lambda tokenizer="spacy", **options: check_brat_options(tokenizer),
         write=docs_to_pubtator,
         write_options={"discontinuous": None},
+    ),
+    "label-studio": Format(
+        _read_label_studio,
+        "document",
+        options={"tokenizer": "spacy", "sentencizer": False, "use": "annotations", "strict": False},
+        check=lambda tokenizer="spacy", **options: (check_brat_options(tokenizer), check_label_studio_options(**options)),
+        write=docs_to_label_studio,
+        write_options={"model_version": "spacy-w2ner"},
     ),
 }
 EXPORT_FORMATS = [name for name, fmt in FORMATS.items() if fmt.write is not None]
@@ -176,6 +191,7 @@ __all__ = [
     "BIOC_KEY",
     "PUBTATOR_KEY",
     "BRAT_TOKENIZERS",
+    "LABEL_STUDIO_KEY",
     "CONLL_SCHEMES",
     "EXPORT_FORMATS",
     "FORMATS",
@@ -185,11 +201,14 @@ __all__ = [
     "FormatError",
     "IGNORED_KEY",
     "NAME_KEY",
+    "NOT_A_DOCUMENT_KEY",
     "REPAIRED_KEY",
     "check_scheme",
     "chunk_tags",
     "docs_to_bioc",
     "docs_to_brat",
+    "docs_to_label_studio",
+    "label_studio_config",
     "docs_to_pubtator",
     "docs_to_w2ner_json",
     "entity_texts",
@@ -201,6 +220,7 @@ __all__ = [
     "read_brat_collection",
     "read_conll",
     "read_dai_text",
+    "read_label_studio",
     "read_pubtator",
     "read_text",
     "read_w2ner_json",

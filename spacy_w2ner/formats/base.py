@@ -14,6 +14,9 @@ from ..messages import not_utf8
 NAME_KEY = "w2ner_name"  # brat: the document's name (path of the .txt without suffix)
 IGNORED_KEY = "w2ner_ignored"  # brat: {kind: count} of annotations that are not entities
 REPAIRED_KEY = "w2ner_repaired"  # tag formats: entities whose tag sequence was malformed
+# Why an input a reader met is no document (a Label Studio task without annotations): such a Doc is
+# counted and listed, never written or trained on.
+NOT_A_DOCUMENT_KEY = "w2ner_not_a_document"
 
 
 class FormatError(ValueError):
@@ -32,7 +35,8 @@ class CorpusSummary:
     entities read from a malformed tag sequence (e.g. a BIO entity starting with
     ``I-``); ``thw_conflicts`` counts entities with the same first and last token as an
     entity of another label, which W2NER cannot learn (one label per tail-to-head grid
-    cell: the first entity's). The three are left out of ``as_dict`` when there are none.
+    cell: the first entity's). The three are left out of ``as_dict`` when there are none, as is
+    ``not_documents``: inputs that were no document (``NOT_A_DOCUMENT_KEY``), per reason.
     """
 
     documents: int = 0
@@ -45,10 +49,14 @@ class CorpusSummary:
     ignored: Counter = field(default_factory=Counter)
     repaired: int = 0
     thw_conflicts: int = 0
+    not_documents: Counter = field(default_factory=Counter)
     _sentences: int = field(default=0, repr=False)
     _sentences_known: bool = field(default=True, repr=False)
 
     def add(self, doc: Doc, spans_key: str) -> None:
+        if NOT_A_DOCUMENT_KEY in doc.user_data:
+            self.not_documents[doc.user_data[NOT_A_DOCUMENT_KEY]] += 1
+            return
         entities = get_entities(doc, spans_key)
         self.documents += 1
         self.tokens += len(doc)
@@ -89,6 +97,8 @@ class CorpusSummary:
             result["thw_conflicts"] = self.thw_conflicts
         if self.ignored:
             result["ignored_annotations"] = dict(sorted(self.ignored.items()))
+        if self.not_documents:
+            result["not_documents"] = dict(sorted(self.not_documents.items()))
         return result
 
 
@@ -98,12 +108,14 @@ def write_docbin(
     spans_key: str = "w2ner",
     summary: Optional[CorpusSummary] = None,
 ) -> CorpusSummary:
-    """Save docs to a .spacy file and return their counts (added to ``summary`` if given)."""
+    """Save docs to a .spacy file and return their counts (added to ``summary`` if given); a doc
+    marked as no document (``NOT_A_DOCUMENT_KEY``) is counted, not saved."""
     summary = CorpusSummary() if summary is None else summary
     docbin = DocBin(store_user_data=True)
     for doc in docs:
         summary.add(doc, spans_key)
-        docbin.add(doc)
+        if NOT_A_DOCUMENT_KEY not in doc.user_data:
+            docbin.add(doc)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     docbin.to_disk(path)
     return summary

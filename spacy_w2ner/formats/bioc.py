@@ -31,7 +31,7 @@ from ..extras import require_bioc
 from .base import NAME_KEY, FormatError
 from .brat import tokenize_exactly
 from .jsonstream import ELEMENT, stream_json
-from .standoff import EMPTY, OUTSIDE, RELATION, Mention, Skips, put_mentions
+from .standoff import EMPTY, OUTSIDE, RELATION, Mention, Skips, put_mentions, write_each
 
 BIOC_KEY = "w2ner_bioc"  # the BioC document, passages and collection a Doc came from
 DOC_PER = ("document", "passage")
@@ -473,12 +473,7 @@ class BioCWriter:
 
 def docs_to_bioc(docs, path: Union[str, Path], spans_key: str = "w2ner", problems: Optional[List[str]] = None) -> Path:
     """Write docs as one BioC collection (XML for .xml, JSON for .json; see ``BioCWriter``)."""
-    writer = BioCWriter(path, spans_key)
-    try:
-        for index, doc in enumerate(docs):
-            writer.write(doc, index)
-    finally:
-        writer.close()
+    write_each(BioCWriter(path, spans_key), docs)
     return Path(path)
 
 

@@ -23,6 +23,7 @@ from spacy.util import registry
 from spacy.vocab import Vocab
 
 from . import FORMATS, read_corpus
+from .base import NOT_A_DOCUMENT_KEY
 
 PathLike = Union[str, Path]
 
@@ -44,7 +45,7 @@ class ConvertedCorpus:
         if not self.path.exists():
             raise ValueError(f"spacy_w2ner corpus reader: {self.path} does not exist")
         docs = read_corpus(self.format_name, self.path, nlp, self.spans_key, **self.options)
-        for i, reference in enumerate(docs):
+        for i, reference in enumerate(doc for doc in docs if NOT_A_DOCUMENT_KEY not in doc.user_data):
             if self.limit and i >= self.limit:
                 break
             yield Example(same_tokens(reference, nlp.vocab), reference)

@@ -171,3 +171,12 @@ def _tokens_of_ranges(doc: Doc, ranges: Sequence[Sequence[int]]) -> Optional[Tup
 def skipped(doc: Doc) -> List[Tuple[str, str, str]]:
     """The annotations of the source that did not become entities: (id, kind, why)."""
     return [tuple(item) for item in doc.user_data.get(SKIPPED_KEY, [])]
+
+
+def write_each(writer, docs: Iterable[Doc]) -> None:
+    """Write docs one at a time with a streaming writer (``write(doc, index)``, ``close()``)."""
+    try:
+        for index, doc in enumerate(docs):
+            writer.write(doc, index)
+    finally:
+        writer.close()

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Label Studio in a virtual environment of its own (.venv-label-studio, gitignored), for the test that
+# round-trips our tasks through a real server (tests/formats/test_label_studio_server.py, marked slow;
+# skipped without it). Label Studio is an application, not a dependency of spacy-w2ner: about 1 GB
+# and a few minutes to install, so CI does not set it up.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv-label-studio
+.venv-label-studio/bin/pip install -q "label-studio==1.23.*"
+.venv-label-studio/bin/label-studio --version

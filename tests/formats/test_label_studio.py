@@ -1,0 +1,131 @@
+"""Label Studio (spacy_w2ner/formats/label_studio.py): regions and fragment relations in, tasks with
+predictions out, UTF-16 offsets, bad exports in one located line, and the labeling config."""
+import json
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+import spacy
+
+from spacy_w2ner import get_entities, set_entities
+from spacy_w2ner.formats import FormatError, docs_to_label_studio, label_studio_config, read_label_studio
+from spacy_w2ner.formats.standoff import skipped
+
+from ..conftest import VOCAB, cli, docbin_docs, summary_line, write
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "label_studio" / "ner-export.json"
+TOKENIZER = spacy.blank("en").tokenizer
+TEXT = "She had pain in her knees and ankles 😀 today."
+
+
+def region(region_id, start, end, label="ADR", text=None):
+    value = {"start": start, "end": end, "labels": [label]}
+    if text is not None:
+        value["text"] = text
+    return {"id": region_id, "from_name": "label", "to_name": "text", "type": "labels", "value": value}
+
+
+def relation(from_id, to_id, labels=("fragment",)):
+    return {"type": "relation", "from_id": from_id, "to_id": to_id, "direction": "right", "labels": list(labels)}
+
+
+RESULT = [
+    region("a", 8, 19, text="pain in her"), region("b", 30, 36, text="ankles"), relation("a", "b"),
+    region("c", 8, 25, text="pain in her knees"),
+    region("d", 40, 45, "TIME", "today"),  # after an emoji: offset 40 in UTF-16 is 39 in Python
+    relation("c", "d", ["when"]),
+    {"id": "x", "type": "choices", "from_name": "sentiment", "to_name": "text", "value": {"choices": ["neg"]}},
+]  # fmt: skip
+
+
+def export(tmp_path, tasks):
+    return write(tmp_path, "export.json", json.dumps(tasks, ensure_ascii=False, indent=1))
+
+
+def test_regions_joined_by_fragment_relations_are_one_entity(tmp_path):
+    path = export(tmp_path, [{"id": 7, "data": {"text": TEXT, "site": "forum"}, "annotations": [{"id": 1, "result": RESULT}]}])
+    (doc,) = read_label_studio(path, VOCAB, tokenizer=TOKENIZER)
+    found = [(e.label, e.text, e.is_discontinuous, e.spans[0].id_) for e in get_entities(doc)]
+    assert found == [
+        ("ADR", "pain in her knees", False, "c"),
+        ("ADR", "pain in her ankles", True, "a"),
+        ("TIME", "today", False, "d"),
+    ]
+    assert [kind for _, kind, _ in skipped(doc)] == ["not a labels region", "relation"]
+
+
+def test_export_then_read_back_gives_the_same_entities_scores_and_data(tmp_path):
+    path = export(tmp_path, [{"id": 7, "data": {"text": TEXT, "site": "forum"}, "annotations": [{"id": 1, "result": RESULT}]}])
+    docs = list(read_label_studio(path, VOCAB, tokenizer=TOKENIZER))
+    entities = get_entities(docs[0])
+    set_entities(docs[0], [(e.label, e.tokens, 0.5 + k / 10) for k, e in enumerate(entities)], ids=[e.spans[0].id_ for e in entities])
+    docs_to_label_studio(docs, tmp_path / "tasks.json", model_version="m1")
+    (task,) = json.loads((tmp_path / "tasks.json").read_text(encoding="utf8"))
+    assert task["data"] == {"text": TEXT, "site": "forum"}
+    (prediction,) = task["predictions"]
+    assert prediction["model_version"] == "m1" and prediction["score"] == 0.5
+    regions = {r["id"]: r for r in prediction["result"] if r["type"] == "labels"}
+    assert regions["d"]["value"] == {"start": 40, "end": 45, "text": "today", "labels": ["TIME"]}
+    assert regions["d"]["score"] == pytest.approx(0.7)
+    assert [r for r in prediction["result"] if r["type"] == "relation"] == [relation("a", "b")]
+    (again,) = read_label_studio(tmp_path / "tasks.json", VOCAB, tokenizer=TOKENIZER, use="predictions")
+    assert [(e.label, e.tokens) for e in get_entities(again)] == [(e.label, e.tokens) for e in get_entities(docs[0])]
+
+
+def test_tasks_without_annotations_are_counted_not_converted(tmp_path):
+    path = export(tmp_path, [
+        {"id": 1, "data": {"text": "Aspirin helped ."}, "annotations": [{"result": [region("r", 0, 7, "DRUG")]}]},
+        {"id": 2, "data": {"text": "Nothing here ."}, "annotations": []},
+        {"id": 3, "data": {"text": "Cancelled ."}, "annotations": [{"was_cancelled": True, "result": []}]},
+    ])  # fmt: skip
+    result = cli("convert", "label-studio", path, tmp_path / "out")
+    assert summary_line(result)["documents"] == 1
+    assert summary_line(result)["not_documents"] == {"task without annotations": 2}
+    assert "warning: 2: task without annotations: not converted" in result.stderr
+    assert len(docbin_docs(tmp_path / "out" / "export.spacy")) == 1
+
+
+@pytest.mark.parametrize(
+    "tasks, message",
+    [
+        ([{"id": 4, "data": {"text": TEXT}, "annotations": [{"result": [region("a", 8, 19), relation("a", "zz")]}]}],
+         r"export.json:2: task 4: a relation from a to zz points to region zz, which is not in the annotation"),
+        ([{"id": 5, "data": {"txt": TEXT}, "annotations": []}], r"export.json:2: task 5: no text under data.text"),
+        ([{"id": 6, "data": {"text": "short"}, "annotations": [{"result": [region("a", 0, 99)]}]}],
+         r"export.json:2: task 6: offset 99 is not within the text of 5 characters"),
+    ],
+)  # fmt: skip
+def test_bad_exports_name_file_line_and_task(tmp_path, tasks, message):
+    path = export(tmp_path, tasks)
+    with pytest.raises(FormatError, match=message):
+        list(read_label_studio(path, VOCAB))
+    assert cli("convert", "label-studio", path, tmp_path / "out", code=1).stderr.startswith("error: ")
+    assert not (tmp_path / "out" / "export.spacy").exists()
+
+
+def test_not_json_and_not_utf8(tmp_path):
+    with pytest.raises(FormatError, match=r"e.json:2: not valid JSON"):
+        list(read_label_studio(write(tmp_path, "e.json", '[{"data": {"text": "a"}},\n{]'), VOCAB))
+    bad = tmp_path / "u.json"
+    bad.write_bytes(b'[{"data": {"text": "caf\xe9"}}]')
+    with pytest.raises(FormatError, match=r"u.json:1: not valid UTF-8"):
+        list(read_label_studio(bad, VOCAB))
+
+
+def test_the_labeling_config_names_every_label_and_the_fragment_relation(saved_model):
+    config = cli("label-studio-config", saved_model).stdout
+    root = ElementTree.fromstring(config)
+    assert [label.get("value") for label in root.iter("Label")] == ["SYM", "LOC", "ORG", "DRUG"]
+    assert [r.get("value") for r in root.iter("Relation")] == ["fragment"]
+    assert root.find("Labels").get("toName") == root.find("Text").get("name") == "text"
+    assert ElementTree.fromstring(label_studio_config(['a "quoted" <label>'])).find("Labels/Label").get("value") == 'a "quoted" <label>'
+
+
+def test_a_label_studio_export_round_trips(tmp_path):
+    """An export Label Studio 1.23 wrote (tests/fixtures/label_studio/README.md): converted, exported
+    as tasks and read back, the same entities."""
+    docs = list(read_label_studio(FIXTURE, VOCAB, tokenizer=TOKENIZER))
+    assert sum(e.is_discontinuous for d in docs for e in get_entities(d)) >= 1
+    docs_to_label_studio(docs, tmp_path / "tasks.json")
+    again = list(read_label_studio(tmp_path / "tasks.json", VOCAB, tokenizer=TOKENIZER, use="predictions"))
+    assert [[(e.label, e.tokens) for e in get_entities(d)] for d in again] == [[(e.label, e.tokens) for e in get_entities(d)] for d in docs]

@@ -1,0 +1,101 @@
+"""Our tasks through a real Label Studio: a project with the config ``label-studio-config`` prints,
+the tasks ``export label-studio`` writes imported with their predictions, each accepted as an
+annotation, the project exported, and the export converted back: the same entities, discontinuous
+ones included.
+
+Label Studio is an application with its own virtual environment (``scripts/label_studio_venv.sh``
+makes ``.venv-label-studio``; ``$W2NER_LABEL_STUDIO_VENV`` names another). Without it the test is
+skipped. The server listens on 127.0.0.1 only, with its data in the test's temporary directory.
+"""
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from spacy_w2ner import get_entities
+
+from ..conftest import cli, docbin_docs
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = Path(os.environ.get("W2NER_LABEL_STUDIO_VENV", ROOT / ".venv-label-studio"))
+TOKEN = "w2ner0test0token0000000000000000000000aa"
+SAMPLE = ROOT / "tests" / "fixtures" / "pubtator" / "tmVar-sample.txt"
+DISCONTINUOUS = (
+    "<collection><source>t</source><date/><key/><document><id>d1</id><passage><offset>0</offset>"
+    "<text>She had pain in her knees and ankles.</text>"
+    '<annotation id="T1"><infon key="type">ADR</infon><location offset="8" length="11"/><location offset="30" length="6"/>'
+    "<text>pain in her ankles</text></annotation>"
+    '<annotation id="T2"><infon key="type">ADR</infon><location offset="8" length="17"/><text>pain in her knees</text></annotation>'
+    "</passage></document></collection>"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def label_studio(tmp_path):
+    """The URL of a fresh Label Studio on 127.0.0.1, stopped after the test."""
+    if not (VENV / "bin" / "label-studio").exists():
+        pytest.skip(f"no Label Studio at {VENV} (scripts/label_studio_venv.sh installs it)")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        str(VENV / "bin" / "label-studio"), "start", "--internal-host", "127.0.0.1", "--host", url, "--port", str(port),
+        "--no-browser", "--username", "w2ner@example.com", "--password", "w2ner-test-password", "--user-token", TOKEN,
+        "--enable-legacy-api-token",
+    ]  # fmt: skip
+    environment = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path / "ls-data")}
+    log = open(tmp_path / "label-studio.log", "w")
+    server = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert server.poll() is None, (tmp_path / "label-studio.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"Label Studio did not answer in 240 s: {(tmp_path / 'label-studio.log').read_text()[-2000:]}")
+                time.sleep(2)
+        yield url
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_tasks_through_a_real_label_studio_come_back_with_the_same_entities(tmp_path, label_studio, saved_model):
+    (tmp_path / "d.xml").write_text(DISCONTINUOUS, encoding="utf8")
+    cli("convert", "bioc", tmp_path / "d.xml", tmp_path)
+    cli("convert", "pubtator", SAMPLE, tmp_path)
+    for name in ("d", "tmVar-sample"):
+        cli("export", "label-studio", tmp_path / f"{name}.spacy", tmp_path / f"{name}.tasks.json", "--model-version", "gold")
+    tasks = [task for name in ("d", "tmVar-sample") for task in json.loads((tmp_path / f"{name}.tasks.json").read_text(encoding="utf8"))]
+    (tmp_path / "tasks.json").write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf8")
+    labels = sorted({r["value"]["labels"][0] for task in tasks for r in task["predictions"][0]["result"] if r["type"] == "labels"})
+    from spacy_w2ner.formats import label_studio_config
+
+    (tmp_path / "config.xml").write_text(label_studio_config(labels), encoding="utf8")
+    script = Path(__file__).with_name("label_studio_round_trip.py")
+    subprocess.run(
+        [str(VENV / "bin" / "python"), str(script), label_studio, TOKEN, str(tmp_path / "config.xml"), str(tmp_path / "tasks.json"), str(tmp_path / "export.json")],
+        check=True, timeout=300,
+    )  # fmt: skip
+    expected = [[(e.label, e.tokens) for e in get_entities(doc)] for name in ("d", "tmVar-sample") for doc in docbin_docs(tmp_path / f"{name}.spacy")]
+    for use in ("annotations", "predictions"):
+        cli("convert", "label-studio", tmp_path / "export.json", tmp_path / use, "--use", use)
+        found = [[(e.label, e.tokens) for e in get_entities(doc)] for doc in docbin_docs(tmp_path / use / "export.spacy")]
+        assert found == expected
+    assert any(len(e.fragments) > 1 for e in get_entities(docbin_docs(tmp_path / "annotations" / "export.spacy")[0]))
+    if os.environ.get("W2NER_SAVE_LABEL_STUDIO_EXPORT"):
+        Path(os.environ["W2NER_SAVE_LABEL_STUDIO_EXPORT"]).write_bytes((tmp_path / "export.json").read_bytes())
