@@ -386,7 +386,7 @@ def with_options(options_type):
 def annotate(
     model: str = typer.Argument(..., help="Pipeline name or path"),
     input_path: str = typer.Argument(..., metavar="INPUT", help="A .txt (one document per line), .jsonl or .spacy file (.gz read too), a directory with --doc-per-file, a pipe, or - (standard input)"),
-    output: str = typer.Argument(..., metavar="OUTPUT", help="A .jsonl or .spacy file, a directory (brat .txt/.ann), or - (standard output, JSONL)"),
+    output: str = typer.Argument(..., metavar="OUTPUT", help="A .jsonl or .spacy file, a directory (brat .txt/.ann), - (standard output, JSONL), or with --output-format bioc a .xml or .json file, with label-studio a .json file"),
     options: AnnotateOptions = None,
 ):
     """Annotate documents with a trained pipeline: entities with character offsets, one record each.

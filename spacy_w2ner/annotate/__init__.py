@@ -12,7 +12,7 @@ the HTTP service alike:
    it); its pipeline part is ``common.PipelineOptions``.
 3. ``records``: ``Record``, the schema of a record (``RECORD_SCHEMA`` is its JSON Schema), and
    ``make_record``.
-4. ``outputs``: one writer per output (``.jsonl``, ``.spacy``, a brat directory, standard
+4. ``outputs``: one writer per output (``.jsonl``, ``.spacy``, a brat directory, BioC, Label Studio, standard
    output) behind ``AnnotationRun``, which writes under temporary names with checkpoints,
    renames when the run completes, and continues an interrupted run (``resume``).
 5. The engines: ``local`` (``annotate_items``: documents -> records through ``nlp.pipe``;

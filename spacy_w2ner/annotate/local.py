@@ -14,7 +14,7 @@ from spacy.tokens import Doc
 from ..common import PathLike, load_pipeline, spans_key_of
 from .inputs import Item, count_inputs, input_format_of, read_inputs
 from .options import AnnotateOptions
-from .outputs import AnnotationRun, Summary, write_in_order
+from .outputs import AnnotationRun, Summary, model_version, write_in_order
 from .records import make_record
 
 
@@ -73,7 +73,7 @@ def prepare_run(input_path: PathLike, output: PathLike, options: AnnotateOptions
     unfinished output), count the input."""
     options.check()
     input_format = input_format_of(input_path, options.doc_per_file, options.input_format)
-    run = AnnotationRun(output, options.errors, resume=options.resume)
+    run = AnnotationRun(output, options.errors, resume=options.resume, output_format=options.output_format)
     total = count_inputs(input_path, input_format, options.doc_per_file)
     if options.limit:
         total = options.limit if total is None else min(total, options.limit)
@@ -92,6 +92,7 @@ def annotate_locally(
     prepared = prepare_run(input_path, output, options)
     nlp = load_pipeline(model, options.pipeline())
     spans_key = prepared.run.spans_key = spans_key_of(nlp)
+    prepared.run.model_version = model_version(nlp)
     stop = options.limit or None
     items = read_inputs(input_path, prepared.input_format, vocab=nlp.vocab, start=prepared.run.skip, stop=stop, **options.reader())
     results = annotate_items(nlp, items, spans_key=spans_key, batch_size=options.batch_size, n_process=options.n_process)

@@ -25,6 +25,10 @@ class AnnotateOptions(PipelineOptions):
     strict: bool = option(False, "Stop at the first input that is not a document (exit 1) instead of skipping it")
     resume: bool = option(False, "Continue an interrupted run after its last checkpoint")
     errors: Optional[str] = option(None, "Where skipped inputs are written (default: OUTPUT.errors.jsonl)")
+    output_format: Optional[str] = option(
+        None, "jsonl, spacy, brat, bioc (BioC XML or JSON by OUTPUT's name: .xml, .json) or label-studio (tasks with "
+        "the entities as predictions, .json); default: from OUTPUT's name"
+    )
     progress: bool = option(True, "Show a progress bar on stderr")
     engine: str = option("local", "local (this machine) or ray (Ray Data: processes and machines)")
     n_process: int = option(1, "local: processes (nlp.pipe n_process)")

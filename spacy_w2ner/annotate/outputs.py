@@ -1,8 +1,9 @@
 """Annotation outputs: one writer per output kind, and a run's files written safely.
 
 A ``Writer`` writes records of one kind: ``JsonlWriter`` (``.jsonl``), ``DocBinWriter``
-(``.spacy``), ``BratWriter`` (a directory of ``.txt``/``.ann`` pairs) and ``StdoutWriter``
-(JSON lines on standard output). ``AnnotationRun`` owns what every kind shares, written once:
+(``.spacy``), ``BratWriter`` (a directory of ``.txt``/``.ann`` pairs), ``BioCOutput`` (a BioC XML
+or JSON collection), ``LabelStudioOutput`` (Label Studio tasks with the entities as predictions)
+and ``StdoutWriter`` (JSON lines on standard output). ``AnnotationRun`` owns what every kind shares, written once:
 the output goes under a temporary name (``OUTPUT.partial``) with the skipped inputs in an
 errors file, a checkpoint (``OUTPUT.partial.progress``) records how far the input is done and
 how long each file was then, ``resume`` cuts the files back to the checkpoint and skips that
@@ -21,6 +22,8 @@ from typing import Any, BinaryIO, Callable, Dict, Iterable, List, Optional, Tupl
 from spacy.tokens import Doc, DocBin
 
 from ..formats import NAME_KEY, docs_to_brat
+from ..formats.bioc import BioCWriter, bioc_kind
+from ..formats.label_studio import LabelStudioWriter
 from .inputs import Item
 
 Result = Tuple[Item, Optional[Dict[str, Any]], Optional[Doc]]  # a record and doc, or None for a problem
@@ -94,6 +97,10 @@ class Writer:
 
     def flush(self) -> int:
         return 0
+
+    def state(self) -> Dict[str, Any]:
+        """What a resumed run's writer needs besides the byte size (JSON; saved at checkpoints)."""
+        return {}
 
     def close(self) -> None:
         self.flush()
@@ -174,12 +181,66 @@ class BratWriter(Writer):
         return name
 
 
-WRITERS = {writer.kind: writer for writer in (JsonlWriter, StdoutWriter, DocBinWriter, BratWriter)}
+class _StreamedOutput(Writer):
+    """A corpus format's streaming writer (``formats``): one document at a time, resumed from the
+    byte size and state of the last checkpoint."""
+
+    def __init__(self, partial, spans_key, state):
+        super().__init__(partial, spans_key, state)
+        resume = None if state is None else (state["output_bytes"], state.get("writer") or {})
+        self._writer = self._open(partial, spans_key, resume)
+
+    def _open(self, partial: Path, spans_key: str, resume):
+        raise NotImplementedError
+
+    def write(self, item, record, doc):
+        self._writer.write(_portable(doc, str(record["id"])), item.position)
+        return []
+
+    def flush(self) -> int:
+        return self._writer.flush()
+
+    def state(self) -> Dict[str, Any]:
+        return self._writer.state()
+
+    def close(self) -> None:
+        self._writer.close()
 
 
-def output_kind(output: Union[str, Path]) -> str:
-    """jsonl, spacy, brat (a directory) or stdout, from the output's name."""
+class BioCOutput(_StreamedOutput):
+    """A BioC collection (XML or JSON by the output's name): one document per input, or the
+    passages and document ids a DocBin read from BioC came with."""
+
+    kind = "bioc"
+
+    def _open(self, partial, spans_key, resume):
+        return BioCWriter(partial, spans_key, kind=bioc_kind(partial.name[: -len(".partial")]), resume=resume)
+
+
+class LabelStudioOutput(_StreamedOutput):
+    """Label Studio tasks (a JSON array) whose predictions are the entities, to correct."""
+
+    kind = "label-studio"
+
+    def __init__(self, partial, spans_key, state, model_version: str = "spacy-w2ner"):
+        self.model_version = model_version
+        super().__init__(partial, spans_key, state)
+
+    def _open(self, partial, spans_key, resume):
+        return LabelStudioWriter(partial, spans_key, self.model_version, resume=resume)
+
+
+WRITERS = {writer.kind: writer for writer in (JsonlWriter, StdoutWriter, DocBinWriter, BratWriter, BioCOutput, LabelStudioOutput)}
+DOC_KINDS = ("spacy", "brat", "bioc", "label-studio")  # the writers that need the annotated Doc
+OUTPUT_FORMATS = ("jsonl", "spacy", "brat", "bioc", "label-studio")
+
+
+def output_kind(output: Union[str, Path], given: Optional[str] = None) -> str:
+    """jsonl, spacy, brat (a directory), bioc, label-studio or stdout: ``given``, else from the
+    output's name (bioc and label-studio are asked for by name)."""
     name = str(output)
+    if given is not None:
+        return _checked_kind(name, given)
     if name == "-":
         return "stdout"
     if name.endswith(".jsonl"):
@@ -188,7 +249,26 @@ def output_kind(output: Union[str, Path]) -> str:
         return "spacy"
     if "." not in Path(name).name or Path(name).is_dir():
         return "brat"
-    raise AnnotationError(f"{output}: write to a .jsonl or .spacy file, a directory (brat) or '-' (standard output)")
+    raise AnnotationError(
+        f"{output}: write to a .jsonl or .spacy file, a directory (brat), '-' (standard output), or give "
+        "--output-format bioc (a .xml or .json file) or label-studio (a .json file)"
+    )
+
+
+def _checked_kind(name: str, given: str) -> str:
+    if given not in OUTPUT_FORMATS:
+        raise AnnotationError(f"unknown output format {given!r}; choose from {', '.join(OUTPUT_FORMATS)}")
+    suffixes = {"jsonl": (".jsonl",), "spacy": (".spacy",), "bioc": (".xml", ".json"), "label-studio": (".json",)}
+    if name == "-" and given != "jsonl":
+        raise AnnotationError(f"--output-format {given} writes a file: give its name instead of '-'")
+    if given in suffixes and name != "-" and not name.endswith(suffixes[given]):
+        raise AnnotationError(f"{name}: --output-format {given} writes a {' or '.join(suffixes[given])} file")
+    return "stdout" if name == "-" else given
+
+
+def model_version(nlp) -> str:
+    """The pipeline as Label Studio predictions name it: its language, name and version."""
+    return f"{nlp.meta.get('lang', nlp.lang)}_{nlp.meta.get('name', 'pipeline')}-{nlp.meta.get('version', '0.0.0')}"
 
 
 def _portable(doc: Doc, name: str) -> Doc:
@@ -218,8 +298,10 @@ class AnnotationRun:
         resume: bool = False,
         spans_key: str = "w2ner",
         checkpoint_seconds: Optional[float] = None,
+        output_format: Optional[str] = None,
     ):
-        self.kind = output_kind(output)
+        self.kind = output_kind(output, output_format)
+        self.model_version = "spacy-w2ner"  # of Label Studio predictions: the engines set the pipeline's
         self.spans_key = spans_key
         self.output = None if self.kind == "stdout" else Path(output)
         self.errors = Path(errors) if errors else (None if self.output is None else _sibling(self.output, ".errors.jsonl"))
@@ -255,9 +337,15 @@ class AnnotationRun:
         return json.loads(self.progress.read_text(encoding="utf8"))
 
     @property
+    def needs_docs(self) -> bool:
+        """Whether the writer needs the annotated Docs (not only the records)."""
+        return self.kind in DOC_KINDS
+
+    @property
     def writer(self) -> Writer:
         if self._writer is None:
-            self._writer = WRITERS[self.kind](self.partial, self.spans_key, self._state)
+            extra = {"model_version": self.model_version} if self.kind == "label-studio" else {}
+            self._writer = WRITERS[self.kind](self.partial, self.spans_key, self._state, **extra)
         return self._writer
 
     def add(self, item: Item, record: Optional[Dict[str, Any]], doc: Optional[Doc]) -> None:
@@ -295,6 +383,7 @@ class AnnotationRun:
             "written": self.summary.written,
             "skipped": self.summary.skipped,
             "entities": dict(self.summary.entities),
+            "writer": self.writer.state(),
         }
         temporary = _sibling(self.progress, ".tmp")
         temporary.write_text(json.dumps(state), encoding="utf8")

@@ -31,7 +31,7 @@ from ..extras import connect_ray, require_ray
 from .inputs import Item, read_inputs, record_item
 from .local import annotate_items, prepare_run
 from .options import AnnotateOptions
-from .outputs import AnnotationError, write_in_order
+from .outputs import AnnotationError, model_version, write_in_order
 
 RETRIES = 3  # restarts of a dead actor, and retries of its batch
 ACTOR_PIDS_ENV = "SPACY_W2NER_ACTOR_PIDS"
@@ -262,7 +262,8 @@ def annotate_with_ray(
     run = prepared.run
     start_ray(options.address)
     pipeline = options.pipeline()
-    run.spans_key = spans_key_of(load_pipeline(model, pipeline))  # fails here, not in every actor
+    nlp = load_pipeline(model, pipeline)  # fails here, not in every actor
+    run.spans_key, run.model_version = spans_key_of(nlp), model_version(nlp)
     total = prepared.total
     source = _InputDatasource(str(input_path), prepared.input_format, run.skip, total, options.reader(), options.documents_per_task)
     # Reading is light: its tasks must not wait for the CPUs the actors hold.
@@ -270,7 +271,7 @@ def annotate_with_ray(
     cpus = 1.0  # the read tasks take no CPU here
     annotated = ds.map_batches(
         ItemAnnotator,
-        fn_constructor_args=(str(model), pipeline, cpus, run.kind in ("spacy", "brat")),
+        fn_constructor_args=(str(model), pipeline, cpus, run.needs_docs),
         batch_size=options.batch_size,
         batch_format="pyarrow",
         **_actor_pool(options.workers, cpus, options.gpus_per_worker),
