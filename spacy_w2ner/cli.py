@@ -77,9 +77,14 @@ def _read_docbin(path: Path, lang: str) -> list:
 
 def _check_spans_key(docs: list, spans_key: str, where: str) -> None:
     """Exit 1 naming the keys there are when no doc has ``doc.spans[spans_key]``."""
-    if not docs or any(spans_key in doc.spans for doc in docs):
+    _check_keys(len(docs), {key for doc in docs for key in doc.spans}, spans_key, where)
+
+
+def _check_keys(n_docs: int, keys: set, spans_key: str, where: str) -> None:
+    """Exit 1 when there are docs and ``spans_key`` is none of their span groups' ``keys``."""
+    if not n_docs or spans_key in keys:
         return
-    keys = sorted({key for doc in docs for key in doc.spans})
+    keys = sorted(keys)
     found = f"they have {', '.join(repr(k) for k in keys)}" if keys else "they have no span groups"
     _fail(f"{where}: no doc has doc.spans[{spans_key!r}]; {found}. Choose the key with --spans-key")
 
@@ -213,13 +218,19 @@ def export(
         _output_dir(output)
     else:
         _output_file(output)
-    docs = _read_docbin(input_path, lang)
-    _check_spans_key(docs, spans_key, str(input_path))
-    summary = formats.summarize(docs, spans_key, sentence_docs=False)
-    if output_format == "pubtator" and summary.discontinuous and "discontinuous" not in options:
-        _fail(f"{input_path}: {summary.discontinuous} discontinuous entities, which PubTator cannot hold: "
-              "choose --discontinuous split (a line per fragment), span (one line from the first to the last character) or skip")
-    problems = _export(fmt, docs, output, spans_key, options)
+    vocab = _blank_nlp(lang).vocab
+    try:
+        source = formats.DocBinFile(input_path)
+    except formats.FormatError as err:
+        _fail(str(err))
+    with source:  # read twice, one Doc at a time: counted and checked, then written
+        keys: set = set()
+        summary = formats.summarize((_noting_keys(doc, keys) for doc in _progress(source.docs(vocab))), spans_key)
+        _check_keys(summary.documents, keys, spans_key, str(input_path))
+        if output_format == "pubtator" and summary.discontinuous and "discontinuous" not in options:
+            _fail(f"{input_path}: {summary.discontinuous} discontinuous entities, which PubTator cannot hold: "
+                  "choose --discontinuous split (a line per fragment), span (one line from the first to the last character) or skip")
+        problems = _export(fmt, source.docs(vocab), output, spans_key, options)
     for problem in problems:
         typer.echo(f"warning: {problem}", err=True)
     typer.echo(f"{input_path} -> {output}")
@@ -229,6 +240,11 @@ def export(
     if options.get("discontinuous") and summary.discontinuous:
         counts["discontinuous_written_as"] = options["discontinuous"]
     typer.echo(json.dumps(counts, ensure_ascii=False))
+
+
+def _noting_keys(doc, keys: set):
+    keys.update(doc.spans)
+    return doc
 
 
 def _export(fmt, docs: Iterable, output: Path, spans_key: str, options: dict) -> List[str]:

@@ -38,8 +38,8 @@ from .base import (
     entity_texts,
     read_text,
     summarize,
-    write_docbin,
 )
+from .docbin import DocBinFile, DocBinStream, write_docbin
 from .bioc import BIOC_KEY, check_bioc_options, docs_to_bioc, read_bioc
 from .label_studio import LABEL_STUDIO_KEY, check_label_studio_options, docs_to_label_studio, label_studio_config, read_label_studio
 from .pubtator import PUBTATOR_KEY, docs_to_pubtator, read_pubtator
@@ -228,5 +228,7 @@ __all__ = [
     "w2ner_record_to_doc",
     "whitespace_tokenize",
     "write_docbin",
+    "DocBinFile",
+    "DocBinStream",
     "write_w2ner_json",
 ]

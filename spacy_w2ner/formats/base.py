@@ -1,10 +1,10 @@
-"""What every format shares: the error type, the counts of a conversion, DocBin output."""
+"""What every format shares: the error type, the counts of a conversion, reading text files."""
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Union
 
-from spacy.tokens import Doc, DocBin
+from spacy.tokens import Doc
 
 from ..entities import get_entities, overlapping
 from ..grid.codec import thw_conflicts
@@ -100,25 +100,6 @@ class CorpusSummary:
         if self.not_documents:
             result["not_documents"] = dict(sorted(self.not_documents.items()))
         return result
-
-
-def write_docbin(
-    docs: Iterable[Doc],
-    path: Union[str, Path],
-    spans_key: str = "w2ner",
-    summary: Optional[CorpusSummary] = None,
-) -> CorpusSummary:
-    """Save docs to a .spacy file and return their counts (added to ``summary`` if given); a doc
-    marked as no document (``NOT_A_DOCUMENT_KEY``) is counted, not saved."""
-    summary = CorpusSummary() if summary is None else summary
-    docbin = DocBin(store_user_data=True)
-    for doc in docs:
-        summary.add(doc, spans_key)
-        if NOT_A_DOCUMENT_KEY not in doc.user_data:
-            docbin.add(doc)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    docbin.to_disk(path)
-    return summary
 
 
 def summarize(docs: Iterable[Doc], spans_key: str = "w2ner", sentence_docs: bool = False) -> CorpusSummary:
