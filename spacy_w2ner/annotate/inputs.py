@@ -4,8 +4,8 @@ An ``Item`` is one input document in input order (``position``), with where it c
 (``source``: file:line, file, file#index), its id and metadata, or the ``problem`` that keeps it
 from being a document (not UTF-8, not JSON, no text, empty; ``text_problem`` is the one rule for
 a text): such items flow on in order, so they are reported and counted, never silently dropped.
-``.gz`` files are read transparently; nothing is loaded whole but a DocBin. A named pipe is read
-as it comes, like standard input.
+``.gz`` files are read transparently; nothing is loaded whole (a DocBin is read one Doc at a
+time). A named pipe is read as it comes, like standard input.
 """
 import gzip
 import json
@@ -15,9 +15,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from spacy.tokens import DocBin
-
-from ..formats import NAME_KEY
+from ..formats import NAME_KEY, DocBinFile
 from ..messages import not_utf8
 
 INPUT_FORMATS = ("txt", "jsonl", "spacy")
@@ -93,7 +91,8 @@ def count_inputs(path: Union[str, Path], input_format: str, doc_per_file: bool =
     if doc_per_file:
         return sum(1 for _ in _text_files(path))
     if input_format == "spacy":
-        return len(DocBin().from_disk(path))
+        with DocBinFile(path) as source:
+            return len(source)
     count, last = 0, b"\n"
     with _open_binary(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -188,6 +187,7 @@ def _read_directory(directory: Path, start: int = 0, stop: Optional[int] = None)
 
 
 def _read_docbin(path: Path, vocab) -> Iterator[Item]:
-    for position, doc in enumerate(DocBin(store_user_data=True).from_disk(path).get_docs(vocab)):
-        identifier = doc.user_data.get(NAME_KEY, position)
-        yield Item(position, f"{path}#{position}", identifier, doc.text, doc_bytes=doc.to_bytes())
+    with DocBinFile(path) as source:  # one Doc at a time
+        for position, doc in enumerate(source.docs(vocab)):
+            identifier = doc.user_data.get(NAME_KEY, position)
+            yield Item(position, f"{path}#{position}", identifier, doc.text, doc_bytes=doc.to_bytes())
