@@ -16,6 +16,7 @@ import json
 import platform
 import random
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -88,7 +89,7 @@ def same_annotations(source: Path, exported: Path) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
-    parser.add_argument("--work", type=Path, default=ROOT / "bench" / "work-formats")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "w2ner-formats-bench", help="Where the collections are written")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     runs = []

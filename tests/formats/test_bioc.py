@@ -8,11 +8,11 @@ import pytest
 import spacy
 from bioc import biocjson, biocxml
 
-from spacy_w2ner import get_entities
+from spacy_w2ner import get_entities, set_entities
 from spacy_w2ner.formats import BIOC_KEY, FormatError, docs_to_bioc, read_bioc
 from spacy_w2ner.formats.standoff import skipped
 
-from ..conftest import VOCAB, cli, docbin_docs, summary_line, write
+from ..conftest import VOCAB, cli, summary_line, write
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bioc"
 ZH = spacy.blank("zh")  # one token per character: every annotation of the bioc package's example aligns
@@ -164,12 +164,8 @@ def test_a_directory_of_collections_and_bad_options(tmp_path):
 
 
 def test_docs_from_plain_text_become_one_passage_documents(tmp_path):
-    nlp = spacy.blank("en")
-    doc = nlp("Aspirin helped .")
-    from spacy_w2ner import set_entities
-
+    doc = spacy.blank("en")("Aspirin helped .")
     set_entities(doc, [("DRUG", [0], 0.875)])
     docs_to_bioc([doc], tmp_path / "p.xml")
     found = annotations(tmp_path / "p.xml")
     assert found == {"doc0": {"e0": ({"type": "DRUG", "score": "0.8750"}, [(0, 7)], "Aspirin")}}
-    assert docbin_docs  # the DocBin helpers are shared with the CLI tests

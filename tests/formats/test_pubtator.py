@@ -10,6 +10,7 @@ from spacy_w2ner.formats import FormatError, docs_to_pubtator, read_pubtator
 from spacy_w2ner.formats.standoff import skipped
 
 from ..conftest import VOCAB, cli, summary_line, write
+from .test_bioc import COLLECTION
 
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "pubtator" / "tmVar-sample.txt"
 TOKENIZER = spacy.blank("en").tokenizer
@@ -77,7 +78,7 @@ def test_a_discontinuous_entity_is_written_only_as_told(tmp_path):
 
 
 def test_export_refuses_discontinuous_entities_unless_told(tmp_path):
-    write(tmp_path, "b.xml", (Path(__file__).parent / "test_bioc.py").read_text(encoding="utf8").split('COLLECTION = f"""')[1].split('"""')[0].replace("{TEXT}", "She had pain in her knees and ankles."))
+    write(tmp_path, "b.xml", COLLECTION)  # one discontinuous entity
     cli("convert", "bioc", tmp_path / "b.xml", tmp_path)
     result = cli("export", "pubtator", tmp_path / "b.spacy", tmp_path / "p.txt", code=1)
     assert "1 discontinuous entities, which PubTator cannot hold: choose --discontinuous" in result.stderr
