@@ -12,7 +12,7 @@ annotation is no document: it is listed and counted (``NOT_A_DOCUMENT_KEY``), no
 
 Label Studio counts offsets in UTF-16 code units (JavaScript strings); they are turned into
 Python's characters and back. Malformed input (not JSON or UTF-8, a task without its text, a
-relation to a region that is not there, offsets outside the text) raises ``FormatError`` naming
+relation to a region that is not there, a region id twice, offsets outside the text) raises ``FormatError`` naming
 the file, the task and the line it starts on. The export is read one task at a time.
 
 ``LabelStudioWriter`` writes tasks one Doc at a time: the Doc's entities as one prediction
@@ -91,6 +91,8 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips) -> Tuple[
         kind = result.get("type") if isinstance(result, dict) else None
         if kind == "labels":
             for region_id, label, value in _labelled(result, where):
+                if region_id in regions:
+                    raise FormatError(f"{where}: region {region_id} is in the annotation twice; region ids must be unique")
                 regions[region_id] = (label, (to_python(value["start"], where), to_python(value["end"], where)), value.get("text"))
             names = {"from_name": result.get("from_name", "label"), "to_name": result.get("to_name", "text")}
         elif kind == "relation":

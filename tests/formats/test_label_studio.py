@@ -93,6 +93,8 @@ def test_tasks_without_annotations_are_counted_not_converted(tmp_path):
         ([{"id": 5, "data": {"txt": TEXT}, "annotations": []}], r"export.json:2: task 5: no text under data.text"),
         ([{"id": 6, "data": {"text": "short"}, "annotations": [{"result": [region("a", 0, 99)]}]}],
          r"export.json:2: task 6: offset 99 is not within the text of 5 characters"),
+        ([{"id": 8, "data": {"text": "short"}, "annotations": [{"result": [region("a", 0, 5), region("a", 0, 2)]}]}],
+         r"export.json:2: task 8: region a is in the annotation twice"),
     ],
 )  # fmt: skip
 def test_bad_exports_name_file_line_and_task(tmp_path, tasks, message):
