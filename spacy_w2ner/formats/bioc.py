@@ -396,7 +396,7 @@ def _skip_relation(relation: Any, skips: Skips) -> None:
     relation_id = str(relation.get("id") or f"(relation{' on line ' + str(relation['line']) if relation.get('line') else ''})")
     refids = ", ".join(str(node.get("refid")) for node in relation.get("nodes") or [] if isinstance(node, dict))
     kind = (relation.get("infons") or {}).get("type") if isinstance(relation.get("infons"), dict) else None
-    skips.skip(relation_id, RELATION, f"relation{f' {kind}' if kind else ''} between {refids or 'nothing'} is not an entity")
+    skips.later(relation_id, RELATION, f"relation{f' {kind}' if kind else ''} between {refids or 'nothing'} is not an entity")
 
 
 # ---------------------------------------------------------------- writing

@@ -125,7 +125,7 @@ def _joined(regions, links, where: str, skips: Skips) -> List[Mention]:
         if missing:
             raise FormatError(f"{where}: a relation from {from_id} to {to_id} points to region {missing[0]}, which is not in the annotation")
         if (labels and FRAGMENT not in labels) or regions[from_id][0] != regions[to_id][0]:
-            skips.skip(f"{from_id}->{to_id}", RELATION, f"relation {'/'.join(labels) or '(no label)'} from {from_id} to {to_id} is not a fragment of one entity")
+            skips.later(f"{from_id}->{to_id}", RELATION, f"relation {'/'.join(labels) or '(no label)'} from {from_id} to {to_id} is not a fragment of one entity")
             continue
         parent[root(to_id)] = root(from_id)
     members: Dict[str, List[str]] = {}

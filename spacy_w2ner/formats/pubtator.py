@@ -110,7 +110,7 @@ def _mentions(path: Path, pmid: str, lines, n_chars: int, skips: Skips) -> List[
                 skips.skip(mention.id, EMPTY, f"({mention.label}) {start} {end} has no text")
             mentions.append(mention)
         elif len(columns) >= 4 and not columns[1].isdigit():
-            skips.skip(f"line {number}", RELATION, f"relation {columns[1]} between {', '.join(columns[2:4])} is not an entity")
+            skips.later(f"line {number}", RELATION, f"relation {columns[1]} between {', '.join(columns[2:4])} is not an entity")
         else:
             raise FormatError(f"{at}: expected 'PMID<TAB>START<TAB>END<TAB>TEXT<TAB>TYPE[<TAB>ID...]' or a relation 'PMID<TAB>TYPE<TAB>ID1<TAB>ID2', got {len(columns)} columns")
     return [mention for mention in mentions if mention.ranges[0][0] < mention.ranges[0][1]]

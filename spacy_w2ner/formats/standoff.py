@@ -71,14 +71,22 @@ class Skips:
     def __init__(self, where: str, strict: bool):
         self.where, self.strict = where, strict
         self.listed: List[List[str]] = []
+        self._later: List[Tuple[str, str, str]] = []
 
     def skip(self, annotation_id: str, kind: str, why: str) -> None:
         if self.strict:
             raise FormatError(f"{self.where}: annotation {annotation_id}: {why} (--strict)")
         self.listed.append([annotation_id, kind, why])
 
+    def later(self, annotation_id: str, kind: str, why: str) -> None:
+        """Skip once the annotations are aligned (relations), so ``strict`` stops at an annotation first."""
+        self._later.append((annotation_id, kind, why))
+
     def save(self, doc: Doc) -> None:
         """Record the skipped annotations on the doc (added to what it holds)."""
+        for later in self._later:
+            self.skip(*later)
+        self._later = []
         if not self.listed:
             return
         doc.user_data.setdefault(SKIPPED_KEY, []).extend(self.listed)
