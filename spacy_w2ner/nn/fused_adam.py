@@ -113,6 +113,15 @@ class AdamState:
     mom1: List[torch.Tensor]
     mom2: List[torch.Tensor]
     averages: Optional[List[torch.Tensor]]
+    # Two parameter-sized buffers a step writes into (``fused_adam_step``), made once.
+    spare: Optional[List[torch.Tensor]] = None
+    scratch: Optional[List[torch.Tensor]] = None
+
+    def buffers(self, params: List[torch.Tensor]) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        if self.spare is None:
+            self.spare = [torch.empty_like(param) for param in params]
+            self.scratch = [torch.empty_like(param) for param in params]
+        return self.spare, self.scratch
 
     @classmethod
     def of(cls, optimizer: Optimizer, keys: List, params: List[torch.Tensor]) -> "AdamState":
@@ -147,19 +156,24 @@ def fused_adam_step(
     torch._foreach_add_(state.mom1, grads, alpha=1.0 - b1)
     torch._foreach_mul_(state.mom2, b2)
     torch._foreach_addcmul_(state.mom2, grads, grads, value=1.0 - b2)
-    denominators = torch._foreach_sqrt(state.mom2)
+    spare, denominators = state.buffers(params)
+    torch._foreach_copy_(denominators, state.mom2)
+    torch._foreach_sqrt_(denominators)
     torch._foreach_add_(denominators, optimizer.eps)
     step_sizes = [-(optimizer.learn_rate * lr_scale * (1.0 - b2**t) ** 0.5 / (1.0 - b1**t)) for t in steps]
-    updated = torch._foreach_addcdiv(params, state.mom1, denominators, step_sizes)
+    torch._foreach_copy_(spare, params)
+    torch._foreach_addcdiv_(spare, state.mom1, denominators, step_sizes)
     if optimizer.L2 != 0 and optimizer.L2_is_weight_decay:
-        torch._foreach_mul_(updated, 1.0 - lr_scale * optimizer.learn_rate * optimizer.L2)
-    # New storage, as Thinc's loop gives: a graph recorded before this step keeps the weights
-    # it saved (spaCy's nlp.update(sgd=...) updates a transformer before its listeners'
-    # backward pass has run through it; an in-place update would break that pass).
-    for param, weights in zip(params, updated):
-        param.data = weights
+        torch._foreach_mul_(spare, 1.0 - lr_scale * optimizer.learn_rate * optimizer.L2)
+    # The new weights go to other storage, as Thinc's loop gives: a graph recorded before this
+    # step can still run its backward pass (spaCy's nlp.update(sgd=...) updates a transformer
+    # before its listeners' backward pass has run through it; an in-place update breaks that
+    # pass). The storage the weights leave is the next step's buffer (no graph outlives a
+    # step), so no memory is allocated, and faulted in, step after step.
+    for index, param in enumerate(params):
+        spare[index], param.data = param.data, spare[index]
     if state.averages is not None:
-        _update_averages(state.averages, updated, steps)
+        _update_averages(state.averages, params, steps)
 
 
 def _state_tensors(store: Dict, keys: List, params: List[torch.Tensor], flat: bool) -> List[torch.Tensor]:

@@ -34,10 +34,12 @@ SMALL_HEAD = {
 }
 
 
-def minilm_nlp(pooling="spacy_w2ner.reduce_max.v1"):
+def minilm_nlp(pooling="spacy_w2ner.reduce_max.v1", transformer_config=None, **head):
     """The project's MiniLM pipeline with a small head, keeping the transformer's output on the
     docs (no doc_cleaner) for the tests that compare it."""
-    config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    overrides = {**SMALL_HEAD, **{f"components.w2ner.model.{key}": value for key, value in head.items()}}
+    config = spacy.util.load_config(CPU_CONFIG, overrides=overrides, interpolate=True)
+    config["components"]["transformer"]["model"]["transformer_config"].update(transformer_config or {})
     config["components"]["w2ner"]["model"]["tok2vec"]["pooling"]["@layers"] = pooling
     config["nlp"]["pipeline"].remove("doc_cleaner")
     return spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
@@ -299,3 +301,49 @@ def test_last_layers_must_fit_the_encoder():
     nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
     with pytest.raises(ValueError, match="last_layers is 7 but the encoder has 6 layers"):
         nlp.initialize(lambda: make_examples(nlp))
+
+
+def _gradients(nlp, examples):
+    """Every torch parameter's gradient after one training pass (dropout off, no update)."""
+    for name, pipe in nlp.components:
+        for node in getattr(pipe, "model", None).walk() if hasattr(getattr(pipe, "model", None), "walk") else ():
+            for shim in node.shims:
+                shim._model.zero_grad(set_to_none=True)
+    nlp.update(examples, drop=0.0, sgd=False)
+    grads = {}
+    for name, pipe in nlp.components:
+        for index, node in enumerate(pipe.model.walk() if hasattr(getattr(pipe, "model", None), "walk") else ()):
+            for shim in node.shims:
+                for key, param in shim._model.named_parameters():
+                    if param.grad is not None:
+                        grads[f"{name}/{index}/{key}"] = param.grad.detach().clone()
+    return grads
+
+
+def test_training_in_passes_of_similar_length_gives_the_one_pass_gradients(monkeypatch):
+    """The encoder trains on spans grouped by length (less padding); the gradients of every
+    encoder and grid-network parameter are those of one padded pass, up to float rounding
+    (dropout off: its masks are drawn per pass)."""
+    import torch
+
+    from spacy_w2ner.encoders import transformer
+
+    spacy.util.fix_random_seed(0)
+    no_dropout = {"input_dropout": 0.0, "conv_dropout": 0.0, "output_dropout": 0.0}
+    nlp = minilm_nlp(transformer_config={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}, **no_dropout)
+    data = TRAIN_DATA + [(" ".join(["Long", "sentences", "pad", "the", "short", "ones"] * 9) + " .", [])]
+    examples = make_examples(nlp, data)
+    nlp.initialize(lambda: examples)
+    passes = []
+    real_forward = transformer.pytorch_forward
+    monkeypatch.setattr(transformer, "pytorch_forward", lambda m, X, t: passes.append(X.input_ids.shape) or real_forward(m, X, t))
+    monkeypatch.setattr(transformer, "MIN_TOKENS_PER_TRAINING_PASS", 10**9)
+    one_pass = _gradients(nlp, examples)
+    assert len(passes) == 1
+    passes.clear()
+    monkeypatch.setattr(transformer, "MIN_TOKENS_PER_TRAINING_PASS", 0)
+    grouped = _gradients(nlp, examples)
+    assert len(passes) >= 2 and sum(rows * width for rows, width in passes) < len(examples) * passes[-1][1]
+    assert sorted(one_pass) == sorted(grouped) and len(one_pass) > 50
+    for key, gradient in one_pass.items():
+        torch.testing.assert_close(grouped[key], gradient, rtol=1e-4, atol=1e-6, msg=key)

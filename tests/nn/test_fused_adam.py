@@ -77,14 +77,24 @@ def test_fused_step_makes_thincs_adam_update(settings, lr_scale):
 
 def test_fused_step_keeps_the_weights_a_recorded_graph_saved():
     # spaCy's nlp.update(sgd=...) updates a transformer right after its forward pass, before
-    # its listeners backpropagate through it: the weights that pass saved must stay as they were
-    # (an in-place update failed with "modified by an inplace operation").
+    # its listeners backpropagate through it: that backward pass must still run (an in-place
+    # update failed with "modified by an inplace operation").
     shim = FusedPyTorchShim(small_network())
     vectors = torch.randn(2, 3, 8, requires_grad=True)
     logits = shim._model(vectors, torch.tensor([3, 2]))
-    run_steps(shim, make_optimizer(), steps=2)
+    run_steps(shim, make_optimizer(), steps=1)
     logits.sum().backward()
     assert vectors.grad is not None and float(vectors.grad.abs().sum()) > 0
+
+
+def test_fused_step_reuses_two_sets_of_storage_instead_of_allocating():
+    shim = FusedPyTorchShim(small_network())
+    optimizer = make_optimizer()
+    pointers = []
+    for _ in range(4):
+        run_steps(shim, optimizer, steps=1)
+        pointers.append([p.data.data_ptr() for p in shim._model.parameters()])
+    assert pointers[0] == pointers[2] and pointers[1] == pointers[3] and pointers[0] != pointers[1]
 
 
 def test_optimizers_the_fused_step_cannot_reproduce_use_thincs_loop():
