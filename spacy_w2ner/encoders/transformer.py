@@ -17,6 +17,7 @@ from ..model.types import no_backprop
 from ..nn.fused_adam import check_half_dtype, fuse_updates
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
+from .packing import TOLERANCE, PackedWordpieces, largest_difference, pack, pooled_output, unpack_outputs
 
 
 @registry.architectures("spacy_w2ner.ChunkedTransformerModel.v1")
@@ -168,6 +169,8 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     full_width = wordpieces.input_ids.shape[1]
     if len(passes) == 1 and max(widths, default=0) == full_width:
         return pytorch_forward(model, wordpieces, is_train)
+    if is_train and _packs(model, wordpieces, widths):
+        return pytorch_forward(model, pack(wordpieces, widths, model.attrs["position_offset"]), True)
     if is_train:
         return _train_in_passes(model, wordpieces, widths, passes)
     merged: dict = {}
@@ -182,6 +185,27 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     if isinstance(model.ops, NumpyOps) and len(wordpieces) > model.attrs["max_spans_per_pass"]:
         release_freed_memory()
     return output_type(**merged), no_backprop
+
+
+def _packs(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray) -> bool:
+    """Whether this encoder trains on packed spans: decided once (``packing.py``), on a few
+    spans of its first batch, by comparing their packed vectors with a padded pass's, with
+    positions counted from 0 and from the padding id + 1 (RoBERTa's and MPNet's way)."""
+    if model.attrs.get("packs") is None:
+        sample = numpy.argsort(widths)[: 4]
+        spans = _take_spans(wordpieces, sample, int(widths[sample].max()))
+        padded = pytorch_forward(model, spans, False)[0]
+        pad_id = getattr(model.shims[0]._model.config, "pad_token_id", None)
+        model.attrs["packs"] = False
+        for offset in [0] + ([pad_id + 1] if pad_id is not None else []):
+            try:
+                packed = pytorch_forward(model, pack(spans, widths[sample], offset), False)[0]
+            except (ValueError, TypeError, RuntimeError):
+                break  # the encoder takes no position ids or 3D mask
+            if largest_difference(packed, padded, widths[sample]) <= TOLERANCE * max(1.0, float(padded.last_hidden_state.abs().max())):
+                model.attrs.update(packs=True, position_offset=offset)
+                break
+    return model.attrs["packs"]
 
 
 def _train_in_passes(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray, passes: List[List[int]]):
@@ -237,17 +261,23 @@ def _take_spans(wordpieces: WordpieceBatch, rows: numpy.ndarray, width: int) -> 
 
 
 def _ask_for_hidden_states(convert_inputs: Callable, model: Model, wordpieces, is_train: bool):
-    """spacy-transformers' input converter, asking for every layer's output when they are averaged."""
+    """spacy-transformers' input converter, asking for every layer's output when they are
+    averaged, and giving packed spans their positions (``packing.py``)."""
     inputs, get_d_inputs = convert_inputs(model, wordpieces, is_train)
     if model.attrs["last_layers"] > 1:
         inputs.kwargs["output_hidden_states"] = True
+    if isinstance(wordpieces, PackedWordpieces):
+        inputs.kwargs["position_ids"] = torch.as_tensor(wordpieces.position_ids, device=inputs.kwargs["input_ids"].device)
     return inputs, get_d_inputs
 
 
 def _mean_of_top_layers(convert_outputs: Callable, model: Model, inputs_outputs, is_train: bool):
-    """spacy-transformers' output converter, given the mean of the top layers as last_hidden_state."""
+    """spacy-transformers' output converter, given the mean of the top layers as last_hidden_state
+    (and packed spans' outputs unpacked into a padded batch's shape, ``packing.py``)."""
     n_layers = model.attrs["last_layers"]
     wordpieces, output = inputs_outputs
+    packed = isinstance(wordpieces, PackedWordpieces)
+    pooled = pooled_output(output, wordpieces.layout, _pooler(model)) if packed and "pooler_output" in output else None
     if n_layers > 1:
         hidden_states = output["hidden_states"]
         if n_layers > len(hidden_states) - 1:  # hidden_states[0] is the embedding layer
@@ -257,7 +287,14 @@ def _mean_of_top_layers(convert_outputs: Callable, model: Model, inputs_outputs,
         fields = {key: value for key, value in output.items() if keep or key != "hidden_states"}
         fields["last_hidden_state"] = sum(top[1:], top[0]) / n_layers
         output = type(output)(**fields)
+    if packed:
+        output = unpack_outputs(output, wordpieces.layout, pooled)
     return convert_outputs(model, (wordpieces, output), is_train)
+
+
+def _pooler(model: Model):
+    """The encoder's pooler module (BERT's and MPNet's dense + tanh on the first wordpiece), if any."""
+    return getattr(model.shims[0]._model, "pooler", None)
 
 
 # The outputs whose second dimension is the wordpieces (padded per pass, zero-filled to the

@@ -7,7 +7,8 @@ synchronisation, per tensor), then runs Adam in a few small kernels. A BERT-base
 has about 200 tensors: on an H100 that loop was about half of a training step.
 
 ``FusedUpdate`` makes the same update for all of a module's tensors at once with torch's
-multi-tensor (``torch._foreach_*``) kernels, and nothing read back by the host. The
+fused Adam kernel (one pass over each tensor's weights, gradient and moments; the multi-tensor
+``torch._foreach_*`` operations where torch has no such kernel), and nothing read back by the host. The
 arithmetic is Thinc's Adam: the gradient clipped per tensor by its own norm, L2 added to
 the gradient or decoupled weight decay, bias correction from each key's update count,
 the component's ``lr_scale`` (w2ner's ``learn_rate_scale``), moving averages when the
@@ -30,6 +31,9 @@ import torch
 from thinc.api import Optimizer, PyTorchShim, torch2xp, xp2torch
 
 HALF_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+# torch's fused Adam kernel (CPU since torch 2.4): one pass over a tensor's weights, gradient and
+# moments, where the multi-tensor operations make one pass per operation.
+FUSED_KERNEL = hasattr(torch, "_fused_adam_")
 
 
 def check_half_dtype(name: str) -> str:
@@ -68,13 +72,12 @@ class FusedUpdate:
         if not can_fuse(thinc_optimizer):
             return super().finish_update(optimizer)
         named = [(n, p) for n, p in self._model.named_parameters() if p.grad is not None and p.numel()]
-        grads = [p.grad for _, p in named]
         if named and not self._grad_scaler.found_inf:  # skip the step after an overflow, as Thinc does
             keys = [(self.id, name) for name, _ in named]
             params = [p for _, p in named]
             fused_adam_step(thinc_optimizer, keys, params, self._adam_state(thinc_optimizer, keys, params), lr_scale)
-        if grads:
-            torch._foreach_zero_(grads)
+        for _, param in named:
+            param.grad = None  # the next backward pass's gradient becomes .grad, not added to zeros
         self._grad_scaler.update()
 
     def _adam_state(self, optimizer: Optimizer, keys: List, params: List[torch.Tensor]) -> "AdamState":
@@ -113,15 +116,13 @@ class AdamState:
     mom1: List[torch.Tensor]
     mom2: List[torch.Tensor]
     averages: Optional[List[torch.Tensor]]
-    # Two parameter-sized buffers a step writes into (``fused_adam_step``), made once.
+    # The parameter-sized buffer a step writes the new weights into (``fused_adam_step``), made once.
     spare: Optional[List[torch.Tensor]] = None
-    scratch: Optional[List[torch.Tensor]] = None
 
-    def buffers(self, params: List[torch.Tensor]) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+    def buffers(self, params: List[torch.Tensor]) -> List[torch.Tensor]:
         if self.spare is None:
             self.spare = [torch.empty_like(param) for param in params]
-            self.scratch = [torch.empty_like(param) for param in params]
-        return self.spare, self.scratch
+        return self.spare
 
     @classmethod
     def of(cls, optimizer: Optimizer, keys: List, params: List[torch.Tensor]) -> "AdamState":
@@ -148,21 +149,13 @@ def fused_adam_step(
     if optimizer.L2 != 0 and not optimizer.L2_is_weight_decay:
         torch._foreach_add_(grads, params, alpha=optimizer.L2)
     if optimizer.grad_clip:
-        # Each tensor clipped by its own norm (Thinc's clip_gradient), without a host read.
-        norms = torch.stack(torch._foreach_norm(grads))
-        torch._foreach_mul_(grads, list((optimizer.grad_clip / norms).clamp_(max=1.0).unbind()))
-    b1, b2 = optimizer.b1, optimizer.b2
-    torch._foreach_mul_(state.mom1, b1)
-    torch._foreach_add_(state.mom1, grads, alpha=1.0 - b1)
-    torch._foreach_mul_(state.mom2, b2)
-    torch._foreach_addcmul_(state.mom2, grads, grads, value=1.0 - b2)
-    spare, denominators = state.buffers(params)
-    torch._foreach_copy_(denominators, state.mom2)
-    torch._foreach_sqrt_(denominators)
-    torch._foreach_add_(denominators, optimizer.eps)
-    step_sizes = [-(optimizer.learn_rate * lr_scale * (1.0 - b2**t) ** 0.5 / (1.0 - b1**t)) for t in steps]
+        _clip_each(grads, optimizer.grad_clip)
+    spare = state.buffers(params)
     torch._foreach_copy_(spare, params)
-    torch._foreach_addcdiv_(spare, state.mom1, denominators, step_sizes)
+    if FUSED_KERNEL:
+        _adam_kernel(optimizer, spare, grads, state, steps, lr_scale)
+    else:
+        _adam_foreach(optimizer, spare, grads, state, steps, lr_scale)
     if optimizer.L2 != 0 and optimizer.L2_is_weight_decay:
         torch._foreach_mul_(spare, 1.0 - lr_scale * optimizer.learn_rate * optimizer.L2)
     # The new weights go to other storage, as Thinc's loop gives: a graph recorded before this
@@ -174,6 +167,51 @@ def fused_adam_step(
         spare[index], param.data = param.data, spare[index]
     if state.averages is not None:
         _update_averages(state.averages, params, steps)
+
+
+def _clip_each(grads: List[torch.Tensor], clip: float) -> None:
+    """Clip each gradient by its own norm (Thinc's clip_gradient). On a GPU without a host read
+    (every tensor scaled, most by 1); on the CPU, where reading the norms costs nothing, only
+    the tensors over the norm are scaled (one pass over the others saved, the same numbers)."""
+    scales = (clip / torch.stack(torch._foreach_norm(grads))).clamp_(max=1.0)
+    if scales.device.type != "cpu":
+        torch._foreach_mul_(grads, list(scales.unbind()))
+        return
+    clipped = (scales < 1.0).nonzero().flatten().tolist()
+    if clipped:
+        torch._foreach_mul_([grads[i] for i in clipped], [scales[i] for i in clipped])
+
+
+def _adam_kernel(optimizer: Optimizer, weights: List, grads: List, state: "AdamState", steps: List[int], lr_scale: float) -> None:
+    """Thinc's Adam arithmetic by torch's fused Adam kernel (one pass over each tensor's weights,
+    gradient and moments), on ``weights`` in place. Torch adds eps to sqrt(mom2 / (1 - b2^t)),
+    Thinc to sqrt(mom2): the same update with eps / sqrt(1 - b2^t), so the tensors are updated
+    in groups of equal step count (almost always one)."""
+    b1, b2 = optimizer.b1, optimizer.b2
+    by_step: Dict[int, List[int]] = defaultdict(list)
+    for index, step in enumerate(steps):
+        by_step[step].append(index)
+    for step, indices in by_step.items():
+        count = torch.tensor(float(step), device=weights[indices[0]].device)
+        torch._fused_adam_(
+            [weights[i] for i in indices], [grads[i] for i in indices], [state.mom1[i] for i in indices],
+            [state.mom2[i] for i in indices], [], [count] * len(indices), lr=optimizer.learn_rate * lr_scale,
+            beta1=b1, beta2=b2, weight_decay=0.0, eps=optimizer.eps / (1.0 - b2**step) ** 0.5,
+            amsgrad=False, maximize=False,
+        )  # fmt: skip
+
+
+def _adam_foreach(optimizer: Optimizer, weights: List, grads: List, state: "AdamState", steps: List[int], lr_scale: float) -> None:
+    """Thinc's Adam arithmetic in torch's multi-tensor operations (torch without the fused kernel)."""
+    b1, b2 = optimizer.b1, optimizer.b2
+    torch._foreach_mul_(state.mom1, b1)
+    torch._foreach_add_(state.mom1, grads, alpha=1.0 - b1)
+    torch._foreach_mul_(state.mom2, b2)
+    torch._foreach_addcmul_(state.mom2, grads, grads, value=1.0 - b2)
+    denominators = torch._foreach_sqrt(state.mom2)
+    torch._foreach_add_(denominators, optimizer.eps)
+    step_sizes = [-(optimizer.learn_rate * lr_scale * (1.0 - b2**t) ** 0.5 / (1.0 - b1**t)) for t in steps]
+    torch._foreach_addcdiv_(weights, state.mom1, denominators, step_sizes)
 
 
 def _state_tensors(store: Dict, keys: List, params: List[torch.Tensor], flat: bool) -> List[torch.Tensor]:

@@ -320,13 +320,14 @@ def _gradients(nlp, examples):
     return grads
 
 
-def test_training_in_passes_of_similar_length_gives_the_one_pass_gradients(monkeypatch):
-    """The encoder trains on spans grouped by length (less padding); the gradients of every
-    encoder and grid-network parameter are those of one padded pass, up to float rounding
-    (dropout off: its masks are drawn per pass)."""
+def test_training_packed_or_in_passes_gives_the_one_padded_pass_gradients(monkeypatch):
+    """The encoder trains on spans packed into rows, or grouped by length where it cannot pack
+    (less padding); the gradients of every encoder and grid-network parameter are those of one
+    padded pass, up to float rounding (dropout off: its masks are drawn per pass)."""
     import torch
 
     from spacy_w2ner.encoders import transformer
+    from spacy_w2ner.encoders.packing import PackedWordpieces
 
     spacy.util.fix_random_seed(0)
     no_dropout = {"input_dropout": 0.0, "conv_dropout": 0.0, "output_dropout": 0.0}
@@ -334,16 +335,26 @@ def test_training_in_passes_of_similar_length_gives_the_one_pass_gradients(monke
     data = TRAIN_DATA + [(" ".join(["Long", "sentences", "pad", "the", "short", "ones"] * 9) + " .", [])]
     examples = make_examples(nlp, data)
     nlp.initialize(lambda: examples)
-    passes = []
+    encoder = transformer.node_named(nlp.get_pipe("transformer").model, "hf-pytorch")
+    calls = []
     real_forward = transformer.pytorch_forward
-    monkeypatch.setattr(transformer, "pytorch_forward", lambda m, X, t: passes.append(X.input_ids.shape) or real_forward(m, X, t))
-    monkeypatch.setattr(transformer, "MIN_TOKENS_PER_TRAINING_PASS", 10**9)
-    one_pass = _gradients(nlp, examples)
-    assert len(passes) == 1
-    passes.clear()
-    monkeypatch.setattr(transformer, "MIN_TOKENS_PER_TRAINING_PASS", 0)
-    grouped = _gradients(nlp, examples)
-    assert len(passes) >= 2 and sum(rows * width for rows, width in passes) < len(examples) * passes[-1][1]
-    assert sorted(one_pass) == sorted(grouped) and len(one_pass) > 50
+    monkeypatch.setattr(transformer, "pytorch_forward", lambda m, X, t: (t and calls.append(X)) or real_forward(m, X, t))
+
+    def gradients(packs, min_tokens):
+        calls.clear()
+        encoder.attrs["packs"] = packs
+        monkeypatch.setattr(transformer, "MIN_TOKENS_PER_TRAINING_PASS", min_tokens)
+        return _gradients(nlp, examples)
+
+    one_pass = gradients(False, 10**9)
+    assert len(calls) == 1
+    padded_size = calls[0].input_ids.size
+    in_passes = gradients(False, 0)
+    assert len(calls) >= 2 and sum(X.input_ids.size for X in calls) < padded_size
+    packed = gradients(None, 0)  # probed: MiniLM (BERT) packs, its positions counted from 0
+    assert encoder.attrs["packs"] and encoder.attrs["position_offset"] == 0
+    assert len(calls) == 1 and isinstance(calls[0], PackedWordpieces) and calls[0].input_ids.size < padded_size
+    assert sorted(one_pass) == sorted(in_passes) == sorted(packed) and len(one_pass) > 50
     for key, gradient in one_pass.items():
-        torch.testing.assert_close(grouped[key], gradient, rtol=1e-4, atol=1e-6, msg=key)
+        torch.testing.assert_close(in_passes[key], gradient, rtol=1e-4, atol=1e-6, msg=key)
+        torch.testing.assert_close(packed[key], gradient, rtol=1e-4, atol=1e-6, msg=key)
