@@ -116,7 +116,7 @@ def main() -> None:
 
     from spacy_w2ner.annotate.options import AnnotateOptions
     from spacy_w2ner.nn.int8 import int8_option
-    from spacy_w2ner.optimize import optimize_pipeline
+    from spacy_w2ner.release.optimize import optimize_pipeline
 
     texts = [" ".join(r["sentence"]) for r in json.loads(args.corpus.read_text(encoding="utf8")) if r["sentence"]]
     with tempfile.TemporaryDirectory() as work:

@@ -1,6 +1,7 @@
-"""The package's import graph: cycles, long functions and line counts per folder.
+"""The package's import graph: cycles, long functions, the package root's modules and line
+counts per folder.
 
-    python scripts/import_graph.py            # a report; exit 1 if there is a cycle
+    python scripts/import_graph.py            # a report; exit 1 if there is a cycle or too many root modules
     python scripts/import_graph.py --json     # the same as JSON
 
 Reads the source with ``ast`` (nothing is imported), so an import inside a function counts
@@ -19,6 +20,9 @@ from typing import Dict, Iterator, List, Set, Tuple
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "spacy_w2ner"
 LONG_FUNCTION = 60  # lines, decorators and docstring included
+# The package root holds the layers' folders and the few modules every layer shares; a module
+# that belongs to one capability goes in its folder (``__init__.py`` not counted).
+MAX_ROOT_MODULES = 10
 
 
 def module_files(root: Path = ROOT) -> Dict[str, Path]:
@@ -117,6 +121,16 @@ def long_functions(root: Path = ROOT, limit: int = LONG_FUNCTION) -> Iterator[Tu
                     yield f"{path.relative_to(root)}:{node.lineno}", node.name, length
 
 
+def root_modules(root: Path = ROOT) -> List[str]:
+    """The modules directly in the package root, ``__init__`` left out (the package itself)."""
+    return sorted(path.stem for path in (root / PACKAGE).glob("*.py") if path.stem != "__init__")
+
+
+def folders(root: Path = ROOT) -> List[str]:
+    """The package's subpackages (folders with an ``__init__.py``), as dotted names."""
+    return sorted(".".join(path.parent.relative_to(root).parts) for path in (root / PACKAGE).rglob("*/__init__.py"))
+
+
 def lines_per_folder(root: Path = ROOT) -> Dict[str, int]:
     """Lines of Python per folder of the package (the root's own modules under the package name)."""
     counts: Dict[str, int] = defaultdict(int)
@@ -135,6 +149,7 @@ def main() -> int:
         "modules": len(graph),
         "cycles": cycles(graph),
         "long_functions": [list(f) for f in long_functions()],
+        "root_modules": root_modules(),
         "lines_per_folder": lines_per_folder(),
     }
     if args.json:
@@ -147,10 +162,12 @@ def main() -> int:
         print(f"functions over {LONG_FUNCTION} lines: {len(report['long_functions'])}")
         for where, name, length in report["long_functions"]:
             print(f"  {where} {name} ({length} lines)")
+        print(f"modules in the package root: {len(report['root_modules'])} (at most {MAX_ROOT_MODULES}): "
+              + ", ".join(report["root_modules"]))
         print("lines per folder:")
         for folder, count in report["lines_per_folder"].items():
             print(f"  {folder:32} {count:6}")
-    return 1 if report["cycles"] else 0
+    return 1 if report["cycles"] or len(report["root_modules"]) > MAX_ROOT_MODULES else 0
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ The folders are the layers, each importing only the ones above it in this list:
 * ``component``, ``scorer``, ``diagnostics``, ``memory``: the ``w2ner`` pipe and what it needs;
 * ``common``, ``messages``, ``extras``: what every command shares (loading a pipeline, options,
   engines, error texts, the optional integrations' imports);
-* ``optimize``, ``model_card``: a trained pipeline made int8 for CPU inference; a pipeline's README
-  for its wheel;
-* ``annotate/``, ``serve/``, ``visualize/``: documents at any scale, an HTTP service, pictures;
+* ``training/``, ``visualize/``: training that resumes; pictures;
+* ``annotate/``, ``serve/``: documents at any scale, an HTTP service;
+* ``release/``: what is done to a saved pipeline before it ships: ``optimize`` (int8 for CPU
+  inference, where it measured faster), ``model_card`` (the README of its wheel);
 * ``cli``: ``python -m spacy_w2ner``.
 
 A document's way through: formats -> Doc -> (encoder -> word vectors) -> segments -> padded

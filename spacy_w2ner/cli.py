@@ -494,7 +494,7 @@ def optimize(
     """Make a CPU pipeline with int8 encoder layers that spacy.load reads like any other: it
     annotates, serves and evaluates unchanged (see the docs' "Fast CPU inference")."""
     from .nn.int8 import int8_option
-    from .optimize import OptimizeError, optimize_pipeline
+    from .release.optimize import OptimizeError, optimize_pipeline
 
     try:
         report = optimize_pipeline(model, output, None if int8 is None else int8_option(int8), force=force)
@@ -515,7 +515,7 @@ def model_card(
 ):
     """Write MODEL/README.md, the card 'spacy package' puts in the wheel: labels with P/R/F,
     discontinuous and overlapping F, the training data, the encoder, speed, use and limits."""
-    from .model_card import write_model_card
+    from .release.model_card import write_model_card
 
     try:
         path = write_model_card(model, evaluation, train, speed, evaluated_on, name)

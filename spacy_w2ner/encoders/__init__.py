@@ -7,5 +7,7 @@
 * ``listener``: ``spacy_w2ner.TransformerListener.v1``, its listener, pooling a chunk of tokens at a time;
 * ``pooling``: ``spacy_w2ner.reduce_max.v1``, max pooling of word pieces that allows tokens without any;
 * ``assets``: where encoders with real weights live (the bundled MiniLM, fetched ones) and
-  ``fetch-encoder``.
+  ``fetch-encoder``;
+* ``torch_module``: ``encoder_torch_module``, the one place that finds a pipeline encoder's torch
+  module (``release`` reads and changes it).
 """

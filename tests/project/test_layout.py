@@ -1,5 +1,6 @@
-"""The package's layout: folders are layers, no import cycle, no long function, and the base
-package imports none of the optional integrations (scripts/import_graph.py reads the source)."""
+"""The package's layout: folders are layers, the root holds at most MAX_ROOT_MODULES modules,
+no import cycle, no long function, and the base package imports none of the optional
+integrations (scripts/import_graph.py reads the source)."""
 import importlib.util
 import subprocess
 import sys
@@ -16,9 +17,9 @@ LAYERS = {
     "spacy_w2ner.model": 2,
     "spacy_w2ner.encoders": 3,
     "spacy_w2ner.component": 4, "spacy_w2ner.scorer": 4, "spacy_w2ner.diagnostics": 4,
-    "spacy_w2ner.common": 5, "spacy_w2ner.training": 5, "spacy_w2ner.visualize": 5, "spacy_w2ner.optimize": 5, "spacy_w2ner.model_card": 5,
+    "spacy_w2ner.common": 5, "spacy_w2ner.training": 5, "spacy_w2ner.visualize": 5,
     "spacy_w2ner.annotate": 6,
-    "spacy_w2ner.serve": 7,
+    "spacy_w2ner.serve": 7, "spacy_w2ner.release": 7,
     "spacy_w2ner.cli": 8, "spacy_w2ner.__main__": 8,
 }  # fmt: skip
 
@@ -42,6 +43,27 @@ def test_no_import_cycle_and_no_function_over_60_lines():
     graph = graph_module.import_graph(ROOT)
     assert graph_module.cycles(graph) == []
     assert list(graph_module.long_functions(ROOT)) == []
+
+
+def test_the_root_holds_few_modules_and_every_folder_and_root_module_has_a_layer():
+    """A new module goes in its layer's folder; a new folder or root module is given a layer here."""
+    graph_module = _graph_module()
+    root = graph_module.root_modules(ROOT)
+    assert len(root) <= graph_module.MAX_ROOT_MODULES, f"the package root has {len(root)} modules: {root}"
+    named = [f"spacy_w2ner.{name}" for name in root] + graph_module.folders(ROOT)
+    assert [name for name in named if name not in LAYERS] == []
+    assert [name for name in LAYERS if name not in named] == []  # no layer left for a module that moved
+
+
+def test_the_root_count_is_what_the_script_checks(tmp_path):
+    graph_module = _graph_module()
+    package = tmp_path / "spacy_w2ner"
+    (package / "sub").mkdir(parents=True)
+    for name in ["__init__", "a", "b"]:
+        (package / f"{name}.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    assert graph_module.root_modules(tmp_path) == ["a", "b"]
+    assert graph_module.folders(tmp_path) == ["spacy_w2ner.sub"]
 
 
 def test_the_cycle_finder_finds_a_cycle_hidden_behind_a_lazy_import(tmp_path):

