@@ -148,10 +148,13 @@ class DilatedConvolutions(nn.Module):
 
     def forward(self, grid: torch.Tensor, grid_mask: torch.Tensor) -> torch.Tensor:
         mask = grid_mask[:, None, :, :]
-        # Channels first, and contiguous: a permuted view is channels-last in memory, where
-        # CUDA's dilated depthwise convolution was ~50x slower (H100: 45 ms a forward call
-        # for 12 sentences); on a CPU it is the same speed either way.
-        x = grid.permute(0, 3, 1, 2).float().contiguous()
+        # On a GPU channels first, and contiguous: a permuted view is channels-last in memory,
+        # where CUDA's dilated depthwise convolution was ~50x slower (H100: 45 ms a forward
+        # call for 12 sentences). On a CPU channels last, the grid's own layout: oneDNN's
+        # depthwise convolution was 2.5-6x faster so (AVX-512), and its backward pass channels
+        # first took 10x longer at dilation 3 (bench/README.md, "Training speed").
+        x = grid.permute(0, 3, 1, 2).float()
+        x = x.contiguous(memory_format=torch.channels_last if x.device.type == "cpu" else torch.contiguous_format)
         outputs = []
         # float32 under mixed precision too: depthwise convolutions are memory-bound, and
         # their half-precision kernels are not the fast ones on every GPU.
