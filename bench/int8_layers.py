@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from optimize_candidates import agreement, encoder_shim  # noqa: E402  (bench/ is on sys.path)
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from spacy_w2ner.encoders.torch_module import encoder_torch_module  # noqa: E402
 from spacy_w2ner.nn import int8  # noqa: E402
+from spacy_w2ner.release.measure import agreement  # noqa: E402
 
 BATCH = 1000
 
@@ -49,7 +49,7 @@ def case(model: Path, dev: Path, test: Path, patterns: Optional[List[str]], bits
     int8.ACTIVATION_BITS = bits
     nlp = spacy.load(model)
     if patterns:
-        int8.quantize_linear_layers(encoder_shim(nlp)._model, patterns)
+        int8.quantize_linear_layers(encoder_torch_module(nlp, "transformer"), patterns)
     scores, entities = {}, []
     for split, path in (("dev", dev), ("test", test)):
         gold = load_gold(nlp, path)

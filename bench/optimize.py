@@ -32,8 +32,10 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from optimize_candidates import agreement  # noqa: E402  (bench/ is on sys.path)
-from plots import plot_after_run  # noqa: E402
+from plots import plot_after_run  # noqa: E402  (bench/ is on sys.path)
+
+from spacy_w2ner.release.measure import agreement
+from spacy_w2ner.release.measure import entity_sets as package_entity_sets
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_BATCH = 64  # annotate's default batch before 0.3.0
@@ -89,14 +91,12 @@ def entity_sets(model: Path, texts: List[str], batch_size: int, one_pass: bool =
     """Each text's entities; ``one_pass``: the encoder's spans in one padded pass per batch (0.2.0)."""
     import spacy
 
-    from spacy_w2ner import get_entities
     from spacy_w2ner.encoders import transformer
 
     default = transformer.MIN_TOKENS_PER_PASS
     transformer.MIN_TOKENS_PER_PASS = 10**9 if one_pass else default
     try:
-        nlp = spacy.load(model)
-        return [{(e.label, e.tokens) for e in get_entities(doc)} for doc in nlp.pipe(texts, batch_size=batch_size)]
+        return package_entity_sets(spacy.load(model), texts, batch_size)
     finally:
         transformer.MIN_TOKENS_PER_PASS = default
 

@@ -33,6 +33,8 @@ from typing import Callable, Dict, List
 
 import torch
 
+from spacy_w2ner.release.measure import agreement, entity_sets
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -137,20 +139,7 @@ CANDIDATES: Dict[str, Callable] = {
 
 
 def predicted_entities(nlp, docs) -> List[set]:
-    from spacy_w2ner import get_entities
-
-    return [{(e.label, e.tokens) for e in get_entities(doc)} for doc in nlp.pipe(docs, batch_size=64)]
-
-
-def agreement(reference: List[set], candidate: List[set]) -> Dict[str, float]:
-    """The candidate's entities scored against float32's, and the documents whose entities differ."""
-    tp = sum(len(r & c) for r, c in zip(reference, candidate))
-    predicted, gold = sum(map(len, candidate)), sum(map(len, reference))
-    p = tp / predicted if predicted else 1.0
-    r = tp / gold if gold else 1.0
-    f = 2 * p * r / (p + r) if p + r else 0.0
-    return {"p": round(100 * p, 3), "r": round(100 * r, 3), "f": round(100 * f, 3),
-            "docs_differing": sum(a != b for a, b in zip(reference, candidate))}  # fmt: skip
+    return entity_sets(nlp, docs, batch_size=64)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ model 0.3-1.1 F (bench/README.md, "Fast CPU inference").
 Which layers become int8 is a list of regular expressions over the module's layer names
 (``re.search``), so that a saved pipeline says exactly what it quantized: ``INT8_PRESETS``.
 """
+import platform
 import re
 import warnings
 from typing import Dict, List, Optional, Sequence
@@ -36,21 +37,46 @@ INT8_PRESETS: Dict[str, List[str]] = {
 }
 
 
-def _cpu_has_vnni() -> bool:
-    """Whether this CPU has AVX-512 VNNI (torch's own probe, private: False where it is missing)."""
-    probe = getattr(torch.cpu, "_is_vnni_supported", None)
+def _cpu_has(probe_name: str) -> bool:
+    """Whether this CPU has a feature, by torch's own probe (private: False where it is missing)."""
+    probe = getattr(torch.cpu, probe_name, None)
     try:
         return bool(probe()) if probe is not None else False
     except Exception:  # a probe that fails says nothing: keep the safe range
         return False
 
 
+def _cpu_has_vnni() -> bool:
+    """Whether this CPU has AVX-512 VNNI."""
+    return _cpu_has("_is_vnni_supported")
+
+
 ACTIVATION_BITS = 8 if _cpu_has_vnni() else 7
 
 
+def cpu_features() -> Dict[str, object]:
+    """This CPU as ``optimize`` records it: its model name (/proc/cpuinfo, else the platform's),
+    whether it has AVX-512 and AVX-512 VNNI, and the bits int8 layers give activations on it."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf8") as cpuinfo:
+            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return {"model": model, "avx512": _cpu_has("_is_avx512_supported"), "vnni": _cpu_has_vnni(),
+            "activation_bits": ACTIVATION_BITS}  # fmt: skip
+
+
+def describe_cpu(features: Dict[str, object]) -> str:
+    """``cpu_features()`` in words: "AMD EPYC (AVX-512: yes, VNNI: no)"."""
+    yes = {True: "yes", False: "no"}
+    return f"{features['model']} (AVX-512: {yes[bool(features['avx512'])]}, VNNI: {yes[bool(features['vnni'])]})"
+
+
 def default_preset() -> str:
-    """``optimize``'s default: the fastest preset that kept CADEC's F within 0.3 of float32's with
-    this CPU's activation bits (bench/results/cpu-int8-layers.json: with 8 bits the attention and
+    """What ``optimize --force`` writes where no preset measured faster with the same entities
+    (``optimize`` measures every preset first): the fastest preset that kept CADEC's F within 0.3
+    of float32's with this CPU's activation bits (bench/results/cpu-int8-layers.json: with 8 bits the attention and
     feed-forward output layers, dev -0.14, test -0.10; with 7 bits those lost 0.76 on test, the
     attention layers alone 0.25)."""
     return "attention+ffn-out" if ACTIVATION_BITS >= 8 else "attention"

