@@ -525,13 +525,14 @@ def model_card(
     speed: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="bench/optimize.py's JSON"),
     evaluated_on: str = typer.Option("", help="What the evaluation data was (default: the JSON's file name)"),
     name: str = typer.Option("", help="The package's name, as 'spacy package --name' gets it (default: meta.json's)"),
+    version: str = typer.Option("", help="The package's version, as 'spacy package --version' gets it (default: meta.json's)"),
 ):
     """Write MODEL/README.md, the card 'spacy package' puts in the wheel: labels with P/R/F,
     discontinuous and overlapping F, the training data, the encoder, speed, use and limits."""
     from .release.model_card import write_model_card
 
     try:
-        path = write_model_card(model, evaluation, train, speed, evaluated_on, name)
+        path = write_model_card(model, evaluation, train, speed, evaluated_on, name, version)
     except (ValueError, KeyError, json.JSONDecodeError) as err:
         _fail(f"{evaluation}: {err}")
     typer.echo(str(path))

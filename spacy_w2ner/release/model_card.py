@@ -4,7 +4,10 @@ spaCy's ``package`` writes a README from meta.json that leaves out per-label sco
 README.md found in the pipeline's directory instead. ``write_model_card`` writes that file from
 meta.json, the config, a ``spacy evaluate`` JSON, the training data (counted) and, when given, a
 speed JSON (``bench/optimize.py``'s): labels with P/R/F, overall, discontinuous and overlapping F,
-the data, the encoder, speed, how to annotate and serve, and the limits.
+the data, the encoder, speed, how to annotate and serve, and the limits. Its examples run as
+written once the wheel is installed (tests/docs/test_examples.py runs them); ``spacy package``
+adds nothing to it, so the card is told the package's name and version that ``spacy package``
+is given (``--name``, ``--version``).
 """
 import json
 from pathlib import Path
@@ -16,15 +19,18 @@ from ..entities import get_entities, overlapping
 
 
 def write_model_card(model: Path, evaluation: Path, train: Optional[Path] = None, speed: Optional[Path] = None,
-                     evaluation_name: str = "", name: str = "") -> Path:  # fmt: skip
-    """Write ``model``/README.md (see the module docstring); its path. ``name``: the package's
-    name as ``spacy package --name`` gives it (default: the pipeline's meta.json name)."""
+                     evaluation_name: str = "", name: str = "", version: str = "") -> Path:  # fmt: skip
+    """Write ``model``/README.md (see the module docstring); its path. ``name`` and ``version``:
+    the package's, as ``spacy package --name --version`` gives them (default: meta.json's, which
+    is what ``spacy package`` uses without them)."""
     import spacy
 
     model = Path(model)
     nlp = spacy.load(model)
     if name:
         nlp.meta["name"] = name
+    if version:
+        nlp.meta["version"] = version
     metrics = json.loads(Path(evaluation).read_text(encoding="utf8"))
     sections = [
         _title(nlp),
@@ -164,10 +170,21 @@ for entity in get_entities(doc):  # a discontinuous entity is one Entity with it
 
 `doc.spans["w2ner"]` holds one span per fragment; the fragments of one entity share `span.id_`.
 
-- Annotate files at any scale: `python -m spacy_w2ner annotate {name} notes/ out.jsonl`
-  (`--engine ray` for Ray Data).
-- Serve over HTTP: `python -m spacy_w2ner serve {name}` (`--engine ray` for Ray Serve).
-- Look at entities: `python -m spacy_w2ner show {name} "some text" --html page.html`."""
+Annotate a directory of notes (a document per `.txt` file; `--engine ray` for Ray Data), and
+look at the entities of a text:
+
+```bash
+python -m spacy_w2ner annotate {name} notes/ out.jsonl --doc-per-file
+python -m spacy_w2ner show {name} "She had pain in her knees and ankles ." --html page.html
+```
+
+Serve it over HTTP at http://127.0.0.1:8080 (`pip install 'spacy-w2ner[serve]'`; `--engine ray`
+for Ray Serve):
+
+<!-- test: background: http://127.0.0.1:8080/ready -->
+```bash
+python -m spacy_w2ner serve {name}
+```"""
 
 
 def _limits(nlp) -> str:

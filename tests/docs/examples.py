@@ -66,7 +66,8 @@ def examples(page: Path) -> List[Example]:
         body = "\n".join(line[len(match.group("indent")):] for line in match.group("body").splitlines())
         marker, argument = _marker(match.group("marker"))
         line = text.count("\n", 0, match.start("lang")) + 1
-        found.append(Example(str(page.relative_to(ROOT)), line, match.group("lang"), body, marker, argument))
+        where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page  # a model card is elsewhere
+        found.append(Example(str(where), line, match.group("lang"), body, marker, argument))
     return found
 
 

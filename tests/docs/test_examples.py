@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from spacy.training import Example
 
 from ..conftest import cli
 from .examples import MARKERS, ROOT, examples, pages
@@ -83,10 +84,51 @@ def sandbox(tmp_path_factory, saved_model):
 @pytest.mark.slow
 @pytest.mark.parametrize("page", [str(page.relative_to(ROOT)) for page in pages() if any(e.runs for e in examples(page))])
 def test_the_examples_of_a_page_run(page, sandbox, tmp_path, monkeypatch):
-    page_examples = [example for example in examples(ROOT / page) if example.runs]
     work = tmp_path / "work"
     shutil.copytree(sandbox, work, symlinks=True)
     monkeypatch.chdir(work)
+    skipped = _run_examples([example for example in examples(ROOT / page) if example.runs], work)
+    if skipped:
+        pytest.skip("; ".join(skipped))
+
+
+@pytest.mark.slow
+def test_the_model_cards_examples_run_with_its_wheel_installed(sandbox, tmp_path, monkeypatch):
+    """The card ``model-card`` writes for the demo's pipeline (``spacy project run package``): built
+    into a wheel by ``spacy package`` with the same name and version, installed offline, its title
+    that version, and its examples run as written where the wheel is installed."""
+    pytest.importorskip("build", reason="spacy package --build wheel needs the 'build' package")
+    import json
+    import spacy
+
+    model = tmp_path / "model"
+    shutil.copytree((sandbox / DEMO_MODEL).resolve(), model)
+    nlp = spacy.load(model)
+    dev = list(spacy.tokens.DocBin().from_disk(sandbox / "corpora/converted/sample/dev.spacy").get_docs(nlp.vocab))
+    (tmp_path / "metrics.json").write_text(json.dumps(nlp.evaluate([Example(nlp.make_doc(d.text), d) for d in dev])))
+    cli("model-card", model, tmp_path / "metrics.json", "--name", "w2ner_card", "--version", "0.1.0")
+    subprocess.run([sys.executable, "-m", "spacy", "package", str(model), str(tmp_path), "--name", "w2ner_card",
+                    "--version", "0.1.0", "--build", "wheel", "--force"], check=True, capture_output=True)  # fmt: skip
+    wheel = next(tmp_path.glob("en_w2ner_card-0.1.0/dist/*.whl"))
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "-q", "--target", str(site),
+                    str(wheel)], check=True, capture_output=True)  # fmt: skip
+    card = next(site.glob("en_w2ner_card-0.1.0.dist-info/METADATA")).read_text(encoding="utf8")
+    assert "\n# en_w2ner_card 0.1.0\n" in card and "Version: 0.1.0" in card
+    (tmp_path / "README.md").write_text(card.split("\n\n", 1)[1], encoding="utf8")  # the card, after the headers
+    work = tmp_path / "work"
+    shutil.copytree(sandbox, work, symlinks=True)
+    monkeypatch.chdir(work)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    card_examples = [example for example in examples(tmp_path / "README.md") if example.runs]
+    assert [example.lang for example in card_examples] == ["python", "bash", "bash"]
+    assert _run_examples(card_examples, work) == []
+    assert len((work / "out.jsonl").read_text(encoding="utf8").splitlines()) == len(NOTES)  # one record a note
+
+
+def _run_examples(page_examples, work: Path) -> list:
+    """Run a page's examples in order in ``work`` (the current directory); what was skipped, and why."""
     namespace = {"__name__": "__docs__"}
     background = []
     skipped = []
@@ -107,8 +149,7 @@ def test_the_examples_of_a_page_run(page, sandbox, tmp_path, monkeypatch):
         for process in background:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=60)
-    if skipped:
-        pytest.skip("; ".join(skipped))
+    return skipped
 
 
 def _link(source: Path, target: Path) -> None:

@@ -14,7 +14,7 @@ def test_model_card_has_per_label_scores_the_data_use_and_limits(saved_model, tr
     (tmp_path / "metrics.json").write_text(json.dumps(scores))
     DocBin(docs=[eg.reference for eg in make_examples(NLP)]).to_disk(tmp_path / "train.spacy")
     result = cli("model-card", model, tmp_path / "metrics.json", "--train", tmp_path / "train.spacy",
-                 "--evaluated-on", "the training sentences", "--name", "w2ner_demo")  # fmt: skip
+                 "--evaluated-on", "the training sentences", "--name", "w2ner_demo", "--version", "0.1.0")  # fmt: skip
     card = (model / "README.md").read_text(encoding="utf8")
     assert result.stdout.strip() == str(model / "README.md")
     for label in ("DRUG", "LOC", "ORG", "SYM"):
@@ -25,9 +25,13 @@ def test_model_card_has_per_label_scores_the_data_use_and_limits(saved_model, tr
     assert "on `the training sentences`" in card
     assert "4 documents, 33 tokens, 11 entities" in card and "3 discontinuous and 8 overlapping" in card
     assert "w2ner's own tok2vec" in card and "Not measured" in card
-    assert card.startswith("# en_w2ner_demo ")  # the name spacy package --name gives the package
+    assert card.startswith("# en_w2ner_demo 0.1.0\n")  # the name and version spacy package is given
+    assert "annotate en_w2ner_demo notes/ out.jsonl --doc-per-file" in card  # its examples run: tests/docs
     assert 'spacy.load("en_w2ner_demo")' in card and "python -m spacy_w2ner serve en_w2ner_demo" in card
     assert "windows of 256 tokens" in card
+    cli("model-card", model, tmp_path / "metrics.json")
+    meta = json.loads((model / "meta.json").read_text(encoding="utf8"))
+    assert (model / "README.md").read_text(encoding="utf8").startswith(f"# en_{meta['name']} {meta['version']}\n")
 
 
 def test_model_card_names_a_bad_evaluation_file(saved_model, tmp_path):
