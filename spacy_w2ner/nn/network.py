@@ -136,6 +136,12 @@ class GridBuilder(nn.Module):
         return projected.gather(1, index).reshape(batch, ids.shape[1], ids.shape[2], -1)
 
 
+def convolution_layout(device: torch.device) -> torch.memory_format:
+    """The memory layout the dilated convolutions are fastest in on ``device``: channels last
+    on a CPU, channels first (contiguous) on a GPU (see DilatedConvolutions.forward)."""
+    return torch.channels_last if device.type == "cpu" else torch.contiguous_format
+
+
 class DilatedConvolutions(nn.Module):
     """Stacked depthwise 3x3 convolutions with growing dilation; outputs concatenated."""
 
@@ -154,7 +160,7 @@ class DilatedConvolutions(nn.Module):
         # depthwise convolution was 2.5-6x faster so (AVX-512), and its backward pass channels
         # first took 10x longer at dilation 3 (bench/README.md, "Training speed").
         x = grid.permute(0, 3, 1, 2).float()
-        x = x.contiguous(memory_format=torch.channels_last if x.device.type == "cpu" else torch.contiguous_format)
+        x = x.contiguous(memory_format=convolution_layout(x.device))
         outputs = []
         # float32 under mixed precision too: depthwise convolutions are memory-bound, and
         # their half-precision kernels are not the fast ones on every GPU.
