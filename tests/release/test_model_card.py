@@ -41,3 +41,21 @@ def test_model_card_names_a_bad_evaluation_file(saved_model, tmp_path):
     result = cli("model-card", model, tmp_path / "metrics.json", code=1)
     assert str(tmp_path / "metrics.json") in result.stderr
     assert not (model / "README.md").exists()
+
+
+def test_project_package_commands_give_the_card_the_wheels_name_and_version():
+    """project.yml's ``package`` commands: the card is titled with what ``spacy package`` builds
+    (the demo wheel's card once said 0.0.0 while the wheel was 0.1.0)."""
+    import shlex
+    from pathlib import Path
+
+    import srsly
+
+    project = srsly.read_yaml(Path(__file__).resolve().parents[2] / "project.yml")
+    commands = {command["name"]: command["script"] for command in project["commands"]}
+    for name in ("package", "package-int8"):
+        card, package = (shlex.split(line) for line in commands[name])
+        assert card[:4] == ["python", "-m", "spacy_w2ner", "model-card"] and package[:4] == ["python", "-m", "spacy", "package"]
+        for option in ("--name", "--version"):
+            value = package[package.index(option) + 1]
+            assert card[card.index(option) + 1] == value, (name, option)
