@@ -4,7 +4,7 @@
 Trainer does): ``model/`` (``nlp.to_disk``, the weights as trained, not their averages),
 ``optimizer.npz`` and ``optimizer.json`` (``state.py``), ``random.json`` (the generators),
 ``trainer.json`` (the step, the place in the data, the evaluations so far, the losses since
-the last one, words, seconds, resumes), ``config.cfg`` (the resolved config) and, written last,
+the last one, words, seconds), ``config.cfg`` (the resolved config) and, written last,
 ``MANIFEST.json`` with every other file's size and SHA-256. A checkpoint is written under a
 temporary name and renamed into place once complete, so a kill leaves either the whole
 checkpoint or none; a checkpoint whose files do not match its manifest (a disk that filled, a

@@ -61,14 +61,13 @@ class TrainerState:
     evaluations: List[list] = field(default_factory=list)  # [score, step, other scores]
     losses: Dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
-    resumes: int = 0
 
     @classmethod
     def read(cls, checkpoint: Checkpoint) -> "TrainerState":
         data = checkpoint.read_json(TRAINER_STATE)
         return cls(
             data["steps"], DataPosition.from_dict(data["position"]), data["evaluations"],
-            data["losses"], data["seconds"], data["resumes"],
+            data["losses"], data["seconds"],
         )  # fmt: skip
 
     def as_dict(self, info: dict) -> dict:
@@ -82,7 +81,6 @@ class TrainerState:
             "losses": self.losses,
             "words": info["words"],
             "seconds": round(self.seconds, 3),
-            "resumes": self.resumes,
             "threads": torch.get_num_threads(),
         }
 
@@ -144,7 +142,7 @@ class _Session:
         self.force_resume = force_resume
         if checkpoint is not None:
             self.nlp.from_disk(checkpoint.model)
-            self.state.resumes += 1
+            self.run.count_resume()
             self.say(f"Resuming from {checkpoint.path} (step {checkpoint.step}): replaying the steps before it without training")
 
     def steps(self):
@@ -247,7 +245,7 @@ class _Session:
     def finish(self) -> None:
         best = max(self.state.evaluations, key=lambda e: (e[0], -e[1]), default=None)
         self.run.finish(
-            steps=self.state.steps, seconds=round(self.state.seconds, 1), resumes=self.state.resumes,
+            steps=self.state.steps, seconds=round(self.state.seconds, 1),
             best_score=None if best is None else best[0], best_step=None if best is None else best[1],
         )  # fmt: skip
         if self.optimizer.averages:

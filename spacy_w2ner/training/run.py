@@ -76,12 +76,16 @@ class RunDirectory:
             say(f"no run in {self.path} to resume: starting fresh")
 
     def start(self, config: Config, checkpoint: Optional[Checkpoint]) -> None:
-        """Record the run's settings (a fresh run's, or those a forced resume goes on with) and
-        count a resume."""
+        """Record the run's settings (a fresh run's, or those a forced resume goes on with)."""
         record = (self.record if checkpoint is not None else None) or {"resumes": 0}
-        if checkpoint is not None:
-            record["resumes"] += 1
         record.update(config=config.to_str(), corpora=self._fingerprints(config), finished=False)
+        self.write_record(record)
+
+    def count_resume(self) -> None:
+        """One more resume, counted when the run says it resumes (a process killed before that,
+        while loading, did not resume)."""
+        record = self.record or {}
+        record["resumes"] = record.get("resumes", 0) + 1
         self.write_record(record)
 
     def _fingerprints(self, config: Config) -> Dict[str, str]:
