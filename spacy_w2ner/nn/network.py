@@ -79,6 +79,19 @@ def channel_mask(batch: int, width: int, p: float, training: bool, like: torch.T
     return keep / (1 - p)
 
 
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` whose mask, on a CPU, is drawn with ``torch.rand``: torch's CPU
+    ``bernoulli_`` took 3x as long, a fifth of the grid network's training time, the grid's cells
+    being dropped twice (bench/README.md, "Training speed"). The same distribution (each value
+    kept with probability 1 - p, scaled by 1 / (1 - p)); a GPU keeps ``nn.Dropout``'s kernel."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0 or self.p >= 1.0 or x.device.type != "cpu":
+            return super().forward(x)
+        keep = 1.0 - self.p
+        return x * torch.rand_like(x).lt_(keep).mul_(1.0 / keep)
+
+
 class GridBuilder(nn.Module):
     """Conditional layer norm grid + distance/region embeddings, projected to channels."""
 
@@ -184,7 +197,7 @@ class CoPredictor(nn.Module):
         nn.init.xavier_normal_(self.biaffine)
         self.cell_hidden = nn.Linear(grid_channels, ffnn_size)
         self.cell_output = nn.Linear(ffnn_size, n_classes)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, words: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
         words = self.dropout(words)
@@ -228,7 +241,7 @@ class GridNetwork(nn.Module):
         """Sizes and dropouts as ``spacy_w2ner.W2NER.v1`` takes them (checked there; defaults
         in the ``w2ner`` factory's config); ``lstm_size`` is even (two directions)."""
         super().__init__()
-        self.input_dropout = nn.Dropout(input_dropout)
+        self.input_dropout = Dropout(input_dropout)
         self.lstm = nn.LSTM(input_size, lstm_size // 2, batch_first=True, bidirectional=True)
         self.grid_builder = GridBuilder(lstm_size, dist_emb_size, region_emb_size, conv_size, conv_dropout)
         self.convolutions = DilatedConvolutions(conv_size, dilations)
@@ -248,8 +261,12 @@ class GridNetwork(nn.Module):
         return self.co_predictor(words, grid).float()
 
     def encode_words(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
-        if vectors.device.type == "cpu" and not torch.is_grad_enabled() and isinstance(self.lstm, nn.LSTM):
+        if vectors.device.type == "cpu" and isinstance(self.lstm, nn.LSTM):
             return lstm_by_direction(self.lstm, vectors.float(), lengths)
+        return self.lstm_packed(vectors, lengths, length)
+
+    def lstm_packed(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
+        """The BiLSTM over the packed sequence (a GPU, cuDNN's kernel; an int8 LSTM)."""
         packed = pack_padded_sequence(vectors.float(), lengths.cpu(), batch_first=True, enforce_sorted=False)
         # Thinc's optimizer gives the weights new storage after each update; cuDNN wants them
         # in one block (else it copies them on every call, with a warning). No-op on a CPU, and
@@ -269,7 +286,9 @@ def lstm_by_direction(lstm: nn.LSTM, vectors: torch.Tensor, lengths: torch.Tenso
     direction on its own: the same outputs as over the packed sequence (zeros at padding).
 
     On a CPU, a packed sequence runs a step at a time in small kernels; a padded batch runs in
-    oneDNN's fused kernel, several times faster. The forward direction reads padding only after
+    oneDNN's fused kernel, several times faster (forward and backward: the padding's outputs
+    are multiplied by 0, so no gradient flows through them and the gradients are the packed
+    sequence's). The forward direction reads padding only after
     a sequence's end; the backward one reads each sequence reversed within its length.
     """
     batch, length, _ = vectors.shape

@@ -260,8 +260,8 @@ def test_a_network_with_an_int8_lstm_predicts_close_to_float32():
 
 
 def test_lstm_by_direction_equals_the_packed_lstm():
-    """CPU inference runs each direction of the BiLSTM over the padded batch (oneDNN's kernel)
-    instead of a packed sequence: the same outputs, zeros at padding; training keeps packing."""
+    """A CPU runs each direction of the BiLSTM over the padded batch (oneDNN's kernel) instead
+    of a packed sequence: the same outputs, zeros at padding."""
     torch.manual_seed(0)
     lstm = torch.nn.LSTM(16, 8, batch_first=True, bidirectional=True)
     vectors = torch.randn(5, 9, 16)
@@ -273,3 +273,54 @@ def test_lstm_by_direction_equals_the_packed_lstm():
     assert got.shape == expected.shape == (5, 9, 16)
     assert torch.allclose(got, expected, atol=1e-6)
     assert (got[1, 1:] == 0).all() and (got[4, 2:] == 0).all()
+
+
+def test_lstm_by_direction_has_the_packed_lstms_gradients():
+    """Training on a CPU runs the BiLSTM by direction too: the gradients of the inputs and of
+    every weight are the packed sequence's (padding's outputs are zeroed, so nothing flows back
+    through them)."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(16, 8, batch_first=True, bidirectional=True)
+    vectors = torch.randn(5, 9, 16, requires_grad=True)
+    lengths = torch.tensor([9, 1, 4, 7, 2])
+    upstream = torch.randn(5, 9, 16)
+
+    def gradients(outputs):
+        return torch.autograd.grad((outputs * upstream).sum(), [vectors, *lstm.parameters()])
+
+    packed = torch.nn.utils.rnn.pack_padded_sequence(vectors, lengths, batch_first=True, enforce_sorted=False)
+    expected = gradients(torch.nn.utils.rnn.pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=9)[0])
+    got = gradients(lstm_by_direction(lstm, vectors, lengths))
+    assert all(torch.allclose(g, e, atol=1e-6) for g, e in zip(got, expected))
+    assert (got[0][1, 1:] == 0).all()  # no gradient reaches the padding's vectors
+
+
+def test_training_on_a_cpu_runs_the_lstm_by_direction(monkeypatch):
+    from spacy_w2ner.nn import network as network_module
+
+    calls = []
+    original = network_module.lstm_by_direction
+    monkeypatch.setattr(network_module, "lstm_by_direction", lambda *args: calls.append(1) or original(*args))
+    network = make_network().train()
+    network(torch.randn(2, 5, INPUT_SIZE), torch.tensor([5, 3])).sum().backward()
+    assert calls == [1]
+
+
+def test_cpu_dropout_keeps_each_value_with_probability_1_minus_p_and_scales_it():
+    """The grid network's Dropout draws its CPU mask with torch.rand (3x faster than bernoulli_):
+    the same distribution as nn.Dropout, the same values in eval mode, seeded by torch's generator."""
+    from spacy_w2ner.nn.network import Dropout
+
+    dropout = Dropout(0.33).train()
+    ones = torch.ones(400_000, requires_grad=True)
+    torch.manual_seed(3)
+    dropped = dropout(ones)
+    kept = dropped != 0
+    assert abs(kept.float().mean().item() - 0.67) < 0.005
+    assert torch.allclose(dropped[kept], torch.tensor(1 / 0.67))
+    dropped.sum().backward()
+    assert torch.equal(ones.grad, dropped.detach())  # the gradient is the mask
+    torch.manual_seed(3)
+    assert torch.equal(dropout(ones), dropped)
+    assert torch.equal(dropout.eval()(ones), ones)
+    assert torch.equal(Dropout(0.0).train()(ones), ones) and not Dropout(1.0).train()(ones).any()
