@@ -6,7 +6,7 @@ regenerates all (or the named) plots from the committed JSON, each beside the JS
 
 | name | PNG | reads |
 |---|---|---|
-| accuracy | project/results/accuracy-by-seed.png | project/results/<dataset>-<system>.json, <dataset>-w2ner-seeds.json |
+| accuracy | project/results/accuracy-by-seed.png | project/results/<dataset>-<system>.json, <dataset>-w2ner-seeds.json, <dataset>-w2ner-mpnet-seeds.json |
 | speed | bench/results/speed.png | cpu-throughput*.json, cpu-optimize.json, cpu-annotate.json, cpu-annotate-r3.json, gpu-h100-2026-11-23/*.jsonl |
 | memory | bench/results/memory-by-length.png | cpu-long-doc.json, cpu-long-doc-optimize.json, cpu-long-doc-after-corpus.json, cpu-annotate-memory-trend.json |
 | serve | bench/results/serve-load.png | cpu-serve.json, cpu-serve-optimize.json |
@@ -203,30 +203,37 @@ def test_f1(path: Path) -> float:
     raise PlotDataError(f"{path}: no key 'w2ner_f' or 'ents_f' (the test F1 that spacy evaluate writes)")
 
 
-def w2ner_row(results: Path, dataset: str) -> Optional[Row]:
-    """w2ner's seeds (per seed, mean and std) where <dataset>-w2ner-seeds.json exists, else its one run."""
-    seeds = results / f"{dataset}-w2ner-seeds.json"
+# w2ner's results per encoder: the file stem's suffix after <dataset>-w2ner, and the row's name.
+W2NER_ENCODERS = {"": "MiniLM", "-mpnet": "MPNet-base"}
+
+
+def w2ner_row(results: Path, dataset: str, suffix: str = "") -> Optional[Row]:
+    """w2ner with one encoder: its seeds (per seed, mean and std) where
+    <dataset>-w2ner<suffix>-seeds.json exists, else its one run <dataset>-w2ner<suffix>.json."""
+    encoder = W2NER_ENCODERS[suffix]
+    seeds = results / f"{dataset}-w2ner{suffix}-seeds.json"
     if seeds.exists():
         data = read_json(seeds)
         per_seed = need(data, seeds, "w2ner_f", "per_seed")
         spread = (need(data, seeds, "w2ner_f", "mean"), need(data, seeds, "w2ner_f", "std"))
-        return Row(f"w2ner, MiniLM, {len(per_seed)} seeds", "w2ner", list(per_seed), spread)
-    single = results / f"{dataset}-w2ner.json"
-    return Row("w2ner, MiniLM", "w2ner", [test_f1(single)]) if single.exists() else None
+        return Row(f"w2ner, {encoder}, {len(per_seed)} seeds", "w2ner", list(per_seed), spread)
+    single = results / f"{dataset}-w2ner{suffix}.json"
+    return Row(f"w2ner, {encoder}", "w2ner", [test_f1(single)]) if single.exists() else None
 
 
 def dataset_rows(results: Path, dataset: str) -> List[Row]:
-    """w2ner, the spaCy baselines and the cited figures of one dataset; none without a w2ner result."""
-    ours = w2ner_row(results, dataset)
-    if ours is None:
+    """w2ner (the larger encoder first), the spaCy baselines and the cited figures of one dataset;
+    none without a MiniLM w2ner result."""
+    if w2ner_row(results, dataset) is None:
         return []
+    ours = [row for suffix in reversed(W2NER_ENCODERS) if (row := w2ner_row(results, dataset, suffix))]
     baselines = [
         Row(label, "spacy", [test_f1(results / f"{dataset}-{system}.json")])
         for system, label in BASELINES.items()
         if (results / f"{dataset}-{system}.json").exists()
     ]
     cited = [Row(label, kind, [value]) for label, value, kind in CITED_F1.get(dataset, [])]
-    return [ours] + baselines + cited
+    return ours + baselines + cited
 
 
 def draw_accuracy_rows(ax, rows: List[Row]) -> None:
@@ -254,7 +261,8 @@ def plot_accuracy_by_seed(results: Path = PROJECT_RESULTS, output: Optional[Path
     """Test F1 per benchmark: w2ner (each seed a point, the mean with its standard deviation),
     spaCy's spancat/ner with the same encoder and steps, the reference code and published figures.
 
-    Reads ``<dataset>-w2ner-seeds.json`` (scripts/seeds.py; else ``<dataset>-w2ner.json``) and
+    Reads ``<dataset>-w2ner-seeds.json`` (scripts/seeds.py; else ``<dataset>-w2ner.json``), the
+    same with MPNet-base (``<dataset>-w2ner-mpnet-seeds.json``) where there is one, and
     ``<dataset>-spancat.json`` / ``<dataset>-ner.json`` in ``results`` for the datasets of
     ``DATASETS`` that have a w2ner result; the cited figures are ``CITED_F1``. Only CADEC has
     several seeds; the other datasets have one run per system. Each panel has its own F1 scale.
@@ -273,7 +281,7 @@ def plot_accuracy_by_seed(results: Path = PROJECT_RESULTS, output: Optional[Path
         draw_accuracy_rows(ax, rows)
         ax.set_title(DATASETS[name], loc="left", fontweight="bold")
     axes[-1, 0].set_xlabel("test F1 (%), each panel on its own scale")
-    fig.suptitle("Test F1 on public benchmarks (w2ner and spaCy's baselines: MiniLM encoder, 2 CPU threads)", fontsize=12)
+    fig.suptitle("Test F1 on public benchmarks (w2ner and spaCy's baselines on 2 CPU threads, MiniLM unless named)", fontsize=12)
     mean = Line2D([], [], color=COLOURS["w2ner"], marker="D", markersize=6, linewidth=2, label="w2ner, mean ± std over seeds")
     kind_legend(fig, {row.kind for rows in panels.values() for row in rows}, [mean], loc="lower center", ncol=2)
     fig.tight_layout(rect=(0, 0.07, 1, 1))

@@ -71,7 +71,7 @@ class TrainerState:
         )  # fmt: skip
 
     def as_dict(self, info: dict) -> dict:
-        best = max(self.evaluations, key=lambda e: (e[0], -e[1]), default=None)
+        best = best_evaluation(self.evaluations)
         return {
             "steps": self.steps,
             "epoch": info["epoch"],
@@ -97,6 +97,7 @@ def train_resumable(
     with StopRequests(stderr) as stop:
         try:
             for batch, info, is_best in steps:
+                session.last_info = info
                 if session.replaying(info):
                     continue
                 session.after_step(info, is_best)
@@ -106,6 +107,7 @@ def train_resumable(
                     session.checkpoint(info, keep)
                 if stop.requested:
                     return Outcome(info["step"] + 1, False, stop.signal_number)
+            session.evaluate_final_step()
         except BaseException as err:
             session.say_aborting(err)
             raise
@@ -137,6 +139,7 @@ class _Session:
         self.seconds_before = self.state.seconds  # in the sessions before this one
         self.started = time.perf_counter()
         self.log_step = self.finalize_logger = None
+        self.last_info: Optional[dict] = None  # the newest step's, replayed or trained
 
     def resume_from(self, checkpoint: Optional[Checkpoint], force_resume: bool) -> None:
         self.force_resume = force_resume
@@ -150,9 +153,9 @@ class _Session:
         make_batches = lambda: create_train_batches(nlp, self.train_corpus, T["batcher"], T["max_epochs"])  # noqa: E731
         self.batches = Batches(make_batches, self.state.position)
         self.replay = Replay(self.batches, [(e[0], e[2]) for e in self.state.evaluations], self.state.losses)
-        evaluate = create_evaluation_callback(nlp, self.dev_corpus, T["score_weights"])
+        self.evaluate = create_evaluation_callback(nlp, self.dev_corpus, T["score_weights"])
         steps = train_while_improving(
-            self.replay.language(nlp), self.optimizer, self.batches, self.replay.evaluation(evaluate),
+            self.replay.language(nlp), self.optimizer, self.batches, self.replay.evaluation(self.evaluate),
             dropout=T["dropout"], accumulate_gradient=T["accumulate_gradient"], patience=T["patience"],
             max_steps=T["max_steps"], eval_frequency=T["eval_frequency"], exclude=T["frozen_components"],
             annotating_components=T["annotating_components"], before_update=T["before_update"],
@@ -201,6 +204,26 @@ class _Session:
             info["output_path"] = str(self.run.path / DIR_MODEL_LAST)
         self.log_step(info if is_best is not None else None)
 
+    def evaluate_final_step(self) -> None:
+        """Evaluate the final weights where the run ended between two evaluations, as an
+        evaluation step does (model-best if they score best, the log's row, the meta).
+
+        spaCy's loop evaluates every ``eval_frequency`` steps only: where ``max_epochs`` or
+        ``max_steps`` ends the run between two evaluations, its last steps (up to a whole epoch
+        with an evaluation each epoch) are never compared on dev. Resumed, a run that ended so
+        is evaluated here once its steps are replayed."""
+        info, evaluations = self.last_info, self.state.evaluations
+        if info is None or (evaluations and evaluations[-1][1] == info["step"]):
+            return
+        if self.optimizer.averages:
+            with self.nlp.use_params(self.optimizer.averages):
+                score, other_scores = self.evaluate()
+        else:
+            score, other_scores = self.evaluate()
+        is_best = not evaluations or score >= max(e[0] for e in evaluations)
+        checkpoints = [(e[0], e[1]) for e in evaluations] + [(score, info["step"])]
+        self.after_step(dict(info, score=score, other_scores=other_scores, checkpoints=checkpoints), is_best)
+
     def _save_model(self, is_best: bool) -> None:
         def write(path: Path) -> None:
             with self.nlp.use_params(self.optimizer.averages):
@@ -243,7 +266,7 @@ class _Session:
             self._save_model(False)
 
     def finish(self) -> None:
-        best = max(self.state.evaluations, key=lambda e: (e[0], -e[1]), default=None)
+        best = best_evaluation(self.state.evaluations)
         self.run.finish(
             steps=self.state.steps, seconds=round(self.state.seconds, 1),
             best_score=None if best is None else best[0], best_step=None if best is None else best[1],
@@ -251,6 +274,12 @@ class _Session:
         if self.optimizer.averages:
             self.nlp.use_params(self.optimizer.averages)
         self.stdout.write(self.msg.good("Saved pipeline to output directory", self.run.path / DIR_MODEL_LAST) + "\n")
+
+
+def best_evaluation(evaluations: List[list]) -> Optional[list]:
+    """The evaluation model-best holds: the highest score, the latest of equal ones (spaCy's
+    loop saves model-best again when a score equals the best so far)."""
+    return max(evaluations, key=lambda e: (e[0], e[1]), default=None)
 
 
 def info_line(line: str) -> str:

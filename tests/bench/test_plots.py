@@ -63,6 +63,12 @@ def test_accuracy_plot_draws_seeds_baselines_and_cited_figures(tmp_path):
         ("spaCy ner, MiniLM", [81.0]),
     ]
     assert plots.dataset_rows(results, "genia") == []  # no w2ner result: no panel
+    write(results / "cadec-w2ner-mpnet-seeds.json", {"w2ner_f": {"mean": 72.5, "std": 0.4, "per_seed": [72.1, 72.5, 72.9]}})
+    rows = plots.dataset_rows(results, "cadec")
+    assert rows[:2] == [
+        plots.Row("w2ner, MPNet-base, 3 seeds", "w2ner", [72.1, 72.5, 72.9], (72.5, 0.4)),
+        plots.Row("w2ner, MiniLM, 3 seeds", "w2ner", [68.8, 69.5, 70.2], (69.5, 0.7)),
+    ]
     assert_readable_png(plots.plot_accuracy_by_seed(results))
     assert (results / "accuracy-by-seed.png").exists()
 

@@ -2,6 +2,7 @@
 end with the same weights, bit for bit, as a run that was never stopped, and as ``spacy train``."""
 import json
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -135,3 +136,41 @@ def test_a_transformer_run_killed_after_a_checkpoint_ends_as_the_uninterrupted_o
     assert run(killed, log) == 0, log.read_text()
     assert "Resuming from" in log.read_text()
     assert differing(weights(tmp_path / "whole" / "model-last"), weights(tmp_path / "killed" / "model-last")) == []
+
+
+
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+[\d.]+\s+([\d.]+)\s", re.MULTILINE)  # epoch, step, the w2ner loss
+
+
+def test_a_run_ending_between_evaluations_evaluates_its_final_weights_also_when_resumed(tmp_path, corpus):
+    """5 epochs of 4 batches end at step 19, after the evaluations at steps 0, 8 and 16:
+    ``spacy train`` never compares the last 3 steps on dev; this loop evaluates them once, as an
+    evaluation step (the log's row, model-last's meta, model-best where they score best)."""
+    epochs = ["--training.max_steps", "0", "--training.max_epochs", "5", "--checkpoint-every", "5"]
+    whole = tmp_path / "whole"
+    assert run(train_command(whole, corpus, *epochs), tmp_path / "whole.log") == 0
+    rows = ROW.findall((tmp_path / "whole.log").read_text())
+    assert [int(step) for _, step, _ in rows] == [0, 8, 16, 19]
+    last_meta = json.loads((whole / "model-last" / "meta.json").read_text())["performance"]
+    assert round(last_meta["w2ner_loss"], 2) == float(rows[-1][2])  # the losses of steps 17-19
+    record = json.loads((whole / "run.json").read_text())
+    final_checkpoint = whole / "checkpoints" / "step-00000020"
+    scores = [e[0] for e in json.loads((final_checkpoint / "trainer.json").read_text())["evaluations"]]
+    assert len(scores) == 3  # the checkpoint after step 19 came before its evaluation
+    final_is_best = record["best_step"] == 19
+    assert final_is_best == (json.loads((whole / "model-best" / "meta.json").read_text())["performance"] == last_meta)
+    assert record["steps"] == 20 and final_is_best == (record["best_score"] >= max(scores))
+
+    killed = tmp_path / "killed"  # as a kill after the checkpoint at step 20 would have left it
+    shutil.copytree(whole, killed)
+    (killed / "run.json").write_text(json.dumps(dict(record, finished=False, steps=None, best_step=None)))
+    shutil.rmtree(killed / "model-last")
+    if final_is_best:
+        shutil.rmtree(killed / "model-best")
+    log = tmp_path / "killed.log"
+    assert run(train_command(killed, corpus, *epochs, "--resume"), log) == 0
+    assert f"Resuming from {final_checkpoint.relative_to(whole).as_posix()}" in log.read_text().replace(f"{killed}/", "")
+    assert [int(step) for _, step, _ in ROW.findall(log.read_text())] == [19]
+    for model in ("model-last", "model-best"):
+        assert differing(weights(whole / model), weights(killed / model)) == [], model
+    assert json.loads((killed / "run.json").read_text())["best_step"] == record["best_step"]
