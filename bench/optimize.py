@@ -22,6 +22,7 @@ encoder run as they did before this round's encoder passes (one padded pass per 
    peak moves by 100-300 MB with where glibc's heap happens to end a batch), each round's listed.
 """
 import argparse
+from dataclasses import asdict
 import json
 import os
 import platform
@@ -158,7 +159,7 @@ def main() -> None:
         round(speed["float32 annotate"]["docs_per_s"] / speed["float32 annotate (0.2.0)"]["docs_per_s"], 3) if args.old_code else None
     )
     delta_f = round(100 * (accuracy["int8"]["w2ner_f"] - accuracy["float32"]["w2ner_f"]), 2)
-    report_dict = {"model": str(args.model), "optimize": {k: v for k, v in vars(report).items() if k != "output"},
+    report_dict = {"model": str(args.model), "optimize": {k: v for k, v in asdict(report).items() if k != "output"}, "optimize_summary": report.lines(),
                    "documents": len(texts), "annotate_batch_size": batch, "threads": args.threads, "rounds": args.rounds, "accuracy": accuracy,
                    "int8_minus_float32_test_f": delta_f, "speed": speed, "ratios": ratios,
                    "torch": __import__("torch").__version__, "python": platform.python_version(),
