@@ -23,6 +23,15 @@ SMALL = [
 ]  # fmt: skip
 
 
+def sample_corpus(directory: Path) -> Dict[str, Path]:
+    """The sample corpus's train and dev splits converted into ``directory`` as .spacy files."""
+    from tests.conftest import cli
+
+    for split in ("train", "dev"):
+        cli("convert", "w2ner-json", f"corpora/sample/{split}.json", directory)
+    return {"train": directory / "train.spacy", "dev": directory / "dev.spacy"}
+
+
 def train_command(output: Path, corpus: Dict[str, Path], *extra: str, spacy_train: bool = False) -> List[str]:
     module = ["spacy", "train"] if spacy_train else ["spacy_w2ner", "train"]
     return [

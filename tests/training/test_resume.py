@@ -12,16 +12,13 @@ import pytest
 
 from tests.conftest import HAS_MINILM, cli
 
-from .helpers import ROOT, differing, environment, run, run_and_kill, train_command, weights
+from .helpers import ROOT, differing, environment, run, run_and_kill, sample_corpus, train_command, weights
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """The sample corpus as .spacy files."""
-    directory = tmp_path_factory.mktemp("corpus")
-    for split in ("train", "dev"):
-        cli("convert", "w2ner-json", f"corpora/sample/{split}.json", directory)
-    return {"train": directory / "train.spacy", "dev": directory / "dev.spacy"}
+    return sample_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.fixture(scope="module")

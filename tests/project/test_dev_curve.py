@@ -1,0 +1,74 @@
+"""scripts/dev_curve.py: a run's dev scores per evaluation, and each checkpoint's own weights scored."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.tokens import DocBin
+
+from tests.training.helpers import run, sample_corpus, train_command
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "dev_curve.py"
+spec = importlib.util.spec_from_file_location("dev_curve", SCRIPT)
+dev_curve = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(dev_curve)
+
+# 5 epochs of 4 batches: evaluated at steps 0, 8 and 16, and the final weights at step 19 (the
+# loop's final evaluation); a checkpoint at each evaluation, all of them kept.
+EVERY_EVALUATION = ["--training.max_steps", "0", "--training.max_epochs", "5", "--checkpoint-every", "0", "--keep", "10"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return sample_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def dev_evaluated(corpus, tmp_path_factory):
+    """The dev sentences the training loop evaluates on (its first 16: ``--corpora.dev.limit``)."""
+    nlp = spacy.blank("en")
+    docs = list(DocBin().from_disk(corpus["dev"]).get_docs(nlp.vocab))[:16]
+    path = tmp_path_factory.mktemp("dev") / "dev16.spacy"
+    DocBin(docs=docs, store_user_data=True).to_disk(path)
+    return path
+
+
+def logged_f(run_dir: Path) -> dict:
+    """The loop's own dev F per evaluation step, as its newest checkpoint and model-last keep them."""
+    newest = dev_curve.checkpoint_dirs(run_dir)[-1]
+    scores = {step: round(100 * score, 2) for score, step, _ in json.loads((newest / "trainer.json").read_text())["evaluations"]}
+    scores[19] = round(100 * json.loads((run_dir / "model-last" / "meta.json").read_text())["performance"]["w2ner_f"], 2)
+    return scores
+
+
+def test_the_rows_are_the_loops_evaluations_and_raw_weights_score_as_logged_without_averages(tmp_path, corpus, dev_evaluated):
+    output = tmp_path / "run"
+    assert run(train_command(output, corpus, *EVERY_EVALUATION), tmp_path / "log") == 0
+    result = dev_curve.curve(output, dev_evaluated, "the command")
+    assert [row["step"] for row in result["evaluations"]] == [8, 16, 19]
+    logged = logged_f(output)
+    assert [row["f"] for row in result["evaluations"]] == [logged[8], logged[16], logged[19]]
+    assert not result["uses_averages"] and result["finished"] and result["steps"] == 20
+    assert result["command"] == "the command"
+    # Without averages a checkpoint's weights are the ones the loop evaluated: the same scores.
+    for row in result["evaluations"][:2]:
+        assert row["raw"] == {name: row[name] for name in dev_curve.SCORES}
+    assert result["evaluations"][-1]["raw"] is None  # no checkpoint after the final evaluation
+    best = max(result["evaluations"], key=lambda row: (row["f"], row["step"]))
+    assert result["best"] == {"step": best["step"], "f": best["f"]}
+
+
+def test_with_averages_the_rows_are_the_averaged_weights_and_raw_the_checkpoints_own(tmp_path, corpus, dev_evaluated):
+    output = tmp_path / "run"
+    assert run(train_command(output, corpus, *EVERY_EVALUATION, "--training.optimizer.use_averages", "true"), tmp_path / "log") == 0
+    result = dev_curve.curve(output, dev_evaluated, "")
+    assert result["uses_averages"]
+    logged = logged_f(output)
+    assert [row["f"] for row in result["evaluations"]] == [logged[8], logged[16], logged[19]]
+    assert all(set(row["raw"]) == set(dev_curve.SCORES) for row in result["evaluations"][:2])
+
+
+def test_a_directory_without_checkpoints_is_named(tmp_path):
+    with pytest.raises(SystemExit, match="has no checkpoints"):
+        dev_curve.logged_evaluations(tmp_path)
