@@ -1,15 +1,17 @@
 """A training run's dev scores, one row per evaluation, as JSON: what a dev-only run is judged on.
 
     python scripts/dev_curve.py RUN_DIR --output project/results/NAME-dev.json \\
-        [--raw DEV.spacy] [--command "python -m spacy_w2ner train ..."]
+        [--rescore DEV.spacy] [--command "python -m spacy_w2ner train ..."]
 
 The rows are the training loop's own evaluations (the newest checkpoint's ``trainer.json``; the
 final step's from model-last's meta where the loop evaluated it after the last checkpoint), so
-the file repeats what the run's log printed. With ``--raw DEV.spacy`` each checkpoint kept in
-``RUN_DIR/checkpoints`` has its model evaluated on DEV as well: a checkpoint holds the weights
-themselves, and where the run used ``use_averages`` the loop evaluated the optimizer's moving
-averages instead, so ``raw`` is the same run without averaging, step for step (a paired
-comparison; train with ``--keep`` above the number of evaluations to keep every checkpoint).
+the file repeats what the run's log printed. With ``--rescore DEV.spacy`` each checkpoint kept in
+``RUN_DIR/checkpoints`` is scored on DEV as well (``rescored``): ``raw`` with the weights it
+holds, and, where the run used ``use_averages``, ``averaged`` with its optimizer's moving
+averages, as the loop evaluates such a run: the same run with and without averaging, step for
+step (a paired comparison; train with ``--keep`` above the number of evaluations to keep every
+checkpoint). Run again on a run still training, it scores only the checkpoints OUTPUT has no
+scores for yet.
 """
 import argparse
 import json
@@ -45,20 +47,29 @@ def logged_evaluations(run_dir: Path) -> List[dict]:
     return rows
 
 
-def raw_scores(run_dir: Path, dev: Path) -> Dict[int, dict]:
-    """Each kept checkpoint's own weights scored on ``dev``, keyed by the evaluation's step (a
-    checkpoint is named after the steps done, one more than the step its evaluation logs)."""
+def rescore(run_dir: Path, dev: Path, known: Dict[int, dict]) -> Dict[int, dict]:
+    """Each kept checkpoint scored on ``dev``, keyed by the evaluation's step (a checkpoint is
+    named after the steps done, one more than the step its evaluation logs): ``raw``, its own
+    weights, and where its optimizer kept moving averages, ``averaged``, with them. The steps in
+    ``known`` keep their scores."""
     import spacy
     from spacy.training import Corpus
 
-    scores = {}
+    from spacy_w2ner.training.state import load_averages
+
+    scores = dict(known)
     for checkpoint in checkpoint_dirs(run_dir):
         step = int(checkpoint.name.split("-")[1]) - 1
-        if step <= 0:
+        if step <= 0 or step in scores:
             continue
         nlp = spacy.load(checkpoint / "model")
-        scores[step] = percentages(nlp.evaluate(Corpus(str(dev))(nlp)))
-        print(f"{checkpoint.name}: raw F {scores[step]['f']}", flush=True)
+        examples = list(Corpus(str(dev))(nlp))
+        scores[step] = {"raw": percentages(nlp.evaluate(examples))}
+        averages = load_averages(nlp, checkpoint)
+        if averages:
+            with nlp.use_params(averages):
+                scores[step]["averaged"] = percentages(nlp.evaluate(examples))
+        print(checkpoint.name, {kind: value["f"] for kind, value in scores[step].items()}, flush=True)
     return scores
 
 
@@ -70,13 +81,23 @@ def cpu_name() -> str:
     return "unknown"
 
 
-def curve(run_dir: Path, dev: Optional[Path], command: str) -> dict:
+def known_scores(output: Path, run_dir: Path) -> Dict[int, dict]:
+    """The checkpoints' scores an earlier ``curve`` of the same run wrote to ``output``."""
+    if not output.exists():
+        return {}
+    earlier = json.loads(output.read_text(encoding="utf8"))
+    if earlier.get("run") != str(run_dir):
+        return {}
+    return {row["step"]: row["rescored"] for row in earlier["evaluations"] if row.get("rescored")}
+
+
+def curve(run_dir: Path, dev: Optional[Path], command: str, known: Optional[Dict[int, dict]] = None) -> dict:
     record = json.loads((run_dir / "run.json").read_text(encoding="utf8"))
     rows = logged_evaluations(run_dir)
     if dev is not None:
-        raw = raw_scores(run_dir, dev)
+        rescored = rescore(run_dir, dev, known or {})
         for row in rows:
-            row["raw"] = raw.get(row["step"])
+            row["rescored"] = rescored.get(row["step"])
     best = max(rows, key=lambda row: (row["f"], row["step"]))
     return {
         "run": str(run_dir), "command": command, "device": "cpu", "machine": cpu_name(),
@@ -90,10 +111,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--output", type=Path, required=True)
-    parser.add_argument("--raw", type=Path, help="the dev set (.spacy): evaluate each checkpoint's own weights on it")
+    parser.add_argument("--rescore", type=Path, help="the dev set (.spacy): score each checkpoint on it (its weights, its averages)")
     parser.add_argument("--command", default="", help="the training command, recorded as given")
     args = parser.parse_args()
-    result = curve(args.run_dir.expanduser(), args.raw, args.command)
+    run_dir = args.run_dir.expanduser()
+    result = curve(run_dir, args.rescore, args.command, known_scores(args.output, run_dir))
     args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
     print(json.dumps({key: result[key] for key in ("best", "steps", "train_seconds")}))
 

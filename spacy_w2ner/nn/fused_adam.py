@@ -12,10 +12,10 @@ fused Adam kernel (one pass over each tensor's weights, gradient and moments; th
 arithmetic is Thinc's Adam: the gradient clipped per tensor by its own norm, L2 added to
 the gradient or decoupled weight decay, bias correction from each key's update count,
 the component's ``lr_scale`` (w2ner's ``learn_rate_scale``), moving averages when the
-optimizer keeps them. The Thinc optimizer stays the owner of the hyperparameters, the
-schedules (``step_schedules``), the update counts and the state: the moments and
-averages live in its ``mom1``/``mom2``/``averages`` under Thinc's keys, as array views of
-the torch tensors. So configs do not change, and an optimizer the fused step cannot
+optimizer keeps them (and ``use_params``, which puts them in the module where Thinc's shim
+did not). The Thinc optimizer stays the owner of the hyperparameters, the schedules
+(``step_schedules``), the update counts and the state: the moments and averages live in
+its ``mom1``/``mom2``/``averages`` under Thinc's keys, as array views of the torch tensors. So configs do not change, and an optimizer the fused step cannot
 reproduce (SGD, RAdam) falls back to Thinc's own loop.
 
 Mixed precision: Thinc autocasts to float16, which needs loss scaling (a grad scaler
@@ -66,6 +66,30 @@ class FusedUpdate:
     def predict(self, inputs):
         with autocast_dtype(self.half_dtype):
             return super().predict(inputs)
+
+    @contextlib.contextmanager
+    def use_params(self, params):
+        """The module's parameters set to the values ``params`` holds for them (the optimizer's
+        moving averages: spaCy evaluates and saves with them when ``use_averages`` is on), and
+        set back afterwards. ``params`` is keyed ``(shim id, parameter name)``, as Thinc's
+        optimizer keys every update (``finish_update``); Thinc's ``PyTorchShim.use_params`` looks
+        for ``"pytorch_{id}_{name}"`` keys instead, which no update makes, so the averages never
+        reached a torch module."""
+        chosen = [(p, params[(self.id, n)]) for n, p in self._model.named_parameters() if (self.id, n) in params]
+        if not chosen:
+            with super().use_params(params):
+                yield
+            return
+        saved = [param.detach().clone() for param, _ in chosen]
+        with torch.no_grad():
+            for param, value in chosen:
+                param.copy_(xp2torch(value, device=param.device).reshape(param.shape))
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for (param, _), before in zip(chosen, saved):
+                    param.copy_(before)
 
     def finish_update(self, optimizer) -> None:
         thinc_optimizer, lr_scale = unwrap_optimizer(optimizer)

@@ -100,6 +100,20 @@ def load_optimizer(optimizer: Optimizer, nlp, directory: Path, check_schedules: 
             raise StateError(f"the optimizer's {name} is {getattr(optimizer, name)!r} at this step, the checkpoint's {saved!r}")
 
 
+def load_averages(nlp, directory: Path) -> Dict[Key, object]:
+    """The moving averages a checkpoint's optimizer kept (empty without ``use_averages``), keyed
+    for ``nlp``, a pipeline loaded from that checkpoint: ``nlp.use_params`` takes them."""
+    meta = json.loads((directory / "optimizer.json").read_text(encoding="utf8"))
+    keys = {name: key for key, name in parameter_names(nlp).items()}
+    ops = get_current_ops()
+    with numpy.load(directory / "optimizer.npz", allow_pickle=False) as arrays:
+        return {
+            _key(keys, name): ops.asarray(arrays[f"a{index}"])
+            for index, (store_name, name) in enumerate(meta["arrays"])
+            if store_name == "averages"
+        }
+
+
 def _key(keys: Dict[str, Key], name: str) -> Key:
     if name not in keys:
         raise StateError(f"the checkpoint has optimizer state for {name}, which this pipeline does not have")

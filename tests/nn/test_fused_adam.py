@@ -193,3 +193,30 @@ def _torch_parameters(model):
         for shim in node.shims:
             for name, parameter in shim._model.named_parameters():
                 yield f"{node.name}.{name}", parameter.detach()
+
+
+def test_use_params_puts_the_averages_in_the_module_and_restores_its_weights():
+    """spaCy evaluates and saves under ``nlp.use_params(optimizer.averages)``: the averages are
+    keyed (shim id, name), as every update keys them, which Thinc's own shim does not look up."""
+    shim = FusedPyTorchShim(small_network())
+    optimizer = make_optimizer(use_averages=True)
+    trained = run_steps(shim, optimizer)
+    averages = {name: torch.as_tensor(optimizer.averages[(shim.id, name)]).reshape(p.shape) for name, p in trained.items()}
+    assert any(not torch.equal(averages[name], trained[name]) for name in trained)
+    with shim.use_params(optimizer.averages):
+        for name, param in shim._model.named_parameters():
+            assert torch.equal(param.detach(), averages[name]), name
+    for name, param in shim._model.named_parameters():
+        assert torch.equal(param.detach(), trained[name]), name
+    with shim.use_params({}):  # nothing for this shim: the weights as they are
+        assert all(torch.equal(p.detach(), trained[n]) for n, p in shim._model.named_parameters())
+
+
+def test_thincs_shim_still_misses_the_averages():
+    """Why FusedUpdate.use_params exists: if this fails, Thinc looks averages up by their keys now
+    and the override can go."""
+    shim = PyTorchShim(small_network())
+    optimizer = make_optimizer(use_averages=True)
+    trained = run_steps(shim, optimizer)
+    with shim.use_params(optimizer.averages):
+        assert all(torch.equal(p.detach(), trained[n]) for n, p in shim._model.named_parameters())
