@@ -18,7 +18,9 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
-TRAINER_STATE = "trainer.json"
+from spacy_w2ner.training.checkpoints import checkpoints
+from spacy_w2ner.training.loop import TRAINER_STATE
+
 SCORES = {"f": "w2ner_f", "p": "w2ner_p", "r": "w2ner_r",
           "discontinuous_f": "w2ner_discontinuous_f", "overlapping_f": "w2ner_overlapping_f"}  # fmt: skip
 
@@ -28,17 +30,12 @@ def percentages(scores: dict) -> Dict[str, Optional[float]]:
     return {name: None if scores.get(key) is None else round(100 * scores[key], 2) for name, key in SCORES.items()}
 
 
-def checkpoint_dirs(run_dir: Path) -> List[Path]:
-    """The run's checkpoints, oldest first."""
-    return sorted((run_dir / "checkpoints").glob("step-*"), key=lambda path: int(path.name.split("-")[1]))
-
-
 def logged_evaluations(run_dir: Path) -> List[dict]:
     """``{"step", scores...}`` for each evaluation the loop made, the step-0 one left out."""
-    checkpoints = checkpoint_dirs(run_dir)
-    if not checkpoints:
+    found = checkpoints(run_dir)
+    if not found:
         raise SystemExit(f"{run_dir} has no checkpoints: is it a `python -m spacy_w2ner train` run?")
-    trainer = json.loads((checkpoints[-1] / TRAINER_STATE).read_text(encoding="utf8"))
+    trainer = found[0].read_json(TRAINER_STATE)
     rows = [dict(step=step, **percentages(scores)) for _, step, scores in trainer["evaluations"] if step > 0]
     last = run_dir / "model-last" / "meta.json"
     record = json.loads((run_dir / "run.json").read_text(encoding="utf8"))
@@ -58,18 +55,18 @@ def rescore(run_dir: Path, dev: Path, known: Dict[int, dict]) -> Dict[int, dict]
     from spacy_w2ner.training.state import load_averages
 
     scores = dict(known)
-    for checkpoint in checkpoint_dirs(run_dir):
-        step = int(checkpoint.name.split("-")[1]) - 1
+    for checkpoint in reversed(checkpoints(run_dir)):
+        step = checkpoint.step - 1
         if step <= 0 or step in scores:
             continue
-        nlp = spacy.load(checkpoint / "model")
+        nlp = spacy.load(checkpoint.model)
         examples = list(Corpus(str(dev))(nlp))
         scores[step] = {"raw": percentages(nlp.evaluate(examples))}
-        averages = load_averages(nlp, checkpoint)
+        averages = load_averages(nlp, checkpoint.path)
         if averages:
             with nlp.use_params(averages):
                 scores[step]["averaged"] = percentages(nlp.evaluate(examples))
-        print(checkpoint.name, {kind: value["f"] for kind, value in scores[step].items()}, flush=True)
+        print(checkpoint.path.name, {kind: value["f"] for kind, value in scores[step].items()}, flush=True)
     return scores
 
 

@@ -87,10 +87,8 @@ def load_optimizer(optimizer: Optimizer, nlp, directory: Path, check_schedules: 
     keys = {name: key for key, name in parameter_names(nlp).items()}
     if meta["uses_averages"] != (optimizer.averages is not None):
         raise StateError("the checkpoint's optimizer and this one differ in use_averages")
-    ops = get_current_ops()
-    with numpy.load(directory / "optimizer.npz", allow_pickle=False) as arrays:
-        for index, (store_name, name) in enumerate(meta["arrays"]):
-            getattr(optimizer, store_name)[_key(keys, name)] = ops.asarray(arrays[f"a{index}"])
+    for store_name, key, array in _saved_arrays(meta, keys, directory):
+        getattr(optimizer, store_name)[key] = array
     for kind, counts in meta["counts"].items():
         store = getattr(optimizer, kind)
         store.clear()
@@ -105,13 +103,14 @@ def load_averages(nlp, directory: Path) -> Dict[Key, object]:
     for ``nlp``, a pipeline loaded from that checkpoint: ``nlp.use_params`` takes them."""
     meta = json.loads((directory / "optimizer.json").read_text(encoding="utf8"))
     keys = {name: key for key, name in parameter_names(nlp).items()}
+    return {key: array for store_name, key, array in _saved_arrays(meta, keys, directory) if store_name == "averages"}
+
+
+def _saved_arrays(meta: dict, keys: Dict[str, Key], directory: Path) -> List[Tuple[str, Key, object]]:
+    """``(store name, key, array)`` for each array ``optimizer.npz`` holds, keyed for this process."""
     ops = get_current_ops()
     with numpy.load(directory / "optimizer.npz", allow_pickle=False) as arrays:
-        return {
-            _key(keys, name): ops.asarray(arrays[f"a{index}"])
-            for index, (store_name, name) in enumerate(meta["arrays"])
-            if store_name == "averages"
-        }
+        return [(store_name, _key(keys, name), ops.asarray(arrays[f"a{index}"])) for index, (store_name, name) in enumerate(meta["arrays"])]
 
 
 def _key(keys: Dict[str, Key], name: str) -> Key:

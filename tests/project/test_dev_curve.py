@@ -8,6 +8,7 @@ import spacy
 import torch
 from spacy.tokens import DocBin
 
+from spacy_w2ner.training.checkpoints import checkpoints
 from spacy_w2ner.training.state import load_averages
 from tests.training.helpers import run, sample_corpus, train_command
 
@@ -38,8 +39,8 @@ def dev_evaluated(corpus, tmp_path_factory):
 
 def logged_f(run_dir: Path) -> dict:
     """The loop's own dev F per evaluation step, as its newest checkpoint and model-last keep them."""
-    newest = dev_curve.checkpoint_dirs(run_dir)[-1]
-    scores = {step: round(100 * score, 2) for score, step, _ in json.loads((newest / "trainer.json").read_text())["evaluations"]}
+    newest = checkpoints(run_dir)[0]
+    scores = {step: round(100 * score, 2) for score, step, _ in newest.read_json("trainer.json")["evaluations"]}
     scores[19] = round(100 * json.loads((run_dir / "model-last" / "meta.json").read_text())["performance"]["w2ner_f"], 2)
     return scores
 
@@ -81,10 +82,10 @@ def test_with_averages_the_loop_evaluates_the_averages_the_checkpoint_holds(tmp_
         assert set(row["rescored"]) == {"raw", "averaged"}
         assert row["rescored"]["averaged"] == {name: row[name] for name in dev_curve.SCORES}
     # The averages reach w2ner's torch module (Thinc's own shim missed them), and go again after.
-    checkpoint = dev_curve.checkpoint_dirs(output)[-1]
-    nlp = spacy.load(checkpoint / "model")
+    checkpoint = checkpoints(output)[0]
+    nlp = spacy.load(checkpoint.model)
     raw = torch_weights(nlp)
-    with nlp.use_params(load_averages(nlp, checkpoint)):
+    with nlp.use_params(load_averages(nlp, checkpoint.path)):
         averaged = torch_weights(nlp)
     assert [key for key in raw if not torch.equal(raw[key], averaged[key])]
     assert all(torch.equal(raw[key], tensor) for key, tensor in torch_weights(nlp).items())
