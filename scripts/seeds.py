@@ -17,6 +17,7 @@ A seed whose JSON exists is not trained again (``--force`` retrains).
 """
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -98,8 +99,19 @@ def train_and_evaluate(args, command, seed: int, path: Path) -> None:
     path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
 
 
+def seed_results(name: str) -> list[Path]:
+    """NAME-seedN.json for every seed there, by seed (never NAME-seeds.json, the summary itself)."""
+    seed_file = re.compile(re.escape(name) + r"-seed(\d+)\.json")
+    by_seed = {}
+    for path in RESULTS.glob(f"{name}-seed*.json"):
+        match = seed_file.fullmatch(path.name)
+        if match:
+            by_seed[int(match.group(1))] = path
+    return [by_seed[seed] for seed in sorted(by_seed)]
+
+
 def summarize(name: str, score: str) -> dict:
-    runs = [json.loads(p.read_text(encoding="utf8")) for p in sorted(RESULTS.glob(f"{name}-seed*.json"))]
+    runs = [json.loads(p.read_text(encoding="utf8")) for p in seed_results(name)]
     prefix = score[: -len("_f")] if score.endswith("_f") else score
     keys = [score, f"{prefix}_p", f"{prefix}_r", f"{prefix}_discontinuous_f", f"{prefix}_overlapping_f"]
     summary = {"name": name, "score": score, "seeds": [run["seed"] for run in runs]}
