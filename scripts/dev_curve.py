@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from spacy_w2ner.nn.int8 import cpu_features
 from spacy_w2ner.training.checkpoints import checkpoints
 from spacy_w2ner.training.loop import TRAINER_STATE
 
@@ -70,14 +71,6 @@ def rescore(run_dir: Path, dev: Path, known: Dict[int, dict]) -> Dict[int, dict]
     return scores
 
 
-def cpu_name() -> str:
-    """The CPU's model name (these runs' figures compare only on one machine)."""
-    for line in Path("/proc/cpuinfo").read_text(encoding="utf8").splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
 def known_scores(output: Path, run_dir: Path) -> Dict[int, dict]:
     """The checkpoints' scores an earlier ``curve`` of the same run wrote to ``output``."""
     if not output.exists():
@@ -97,7 +90,7 @@ def curve(run_dir: Path, dev: Optional[Path], command: str, known: Optional[Dict
             row["rescored"] = rescored.get(row["step"])
     best = max(rows, key=lambda row: (row["f"], row["step"]))
     return {
-        "run": str(run_dir), "command": command, "device": "cpu", "machine": cpu_name(),
+        "run": str(run_dir), "command": command, "device": "cpu", "machine": cpu_features()["model"],
         "uses_averages": "use_averages = true" in record["config"],
         "finished": bool(record.get("finished")), "steps": record.get("steps"), "train_seconds": record.get("seconds"),
         "resumes": record.get("resumes"), "best": {"step": best["step"], "f": best["f"]}, "evaluations": rows,
