@@ -29,8 +29,9 @@ from .entities import (
 )
 from .grid.codec import n_relations
 from .grid.segments import decode_segments
-from .grid.targets import count_unlearnable, gold_entities, gold_grids
+from .grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
 from .memory import ReleasingPipe
+from .model.architecture import GridTrainingStep
 from .model.loss import grid_cross_entropy
 from .model.grid_scorer import build_for_loading, grid_scorer_dims, legacy_grid_scorer_dims
 from .model.predictions import segment_grids
@@ -276,6 +277,9 @@ class W2NER(ReleasingPipe, TrainablePipe):
         sgd: Optional[Optimizer] = None,
         losses: Optional[Dict[str, float]] = None,
     ) -> Dict[str, float]:
+        """One training step, the grid network's forward and backward passes one grid batch at a
+        time (``model.architecture.GridTrainingStep``): memory follows ``max_grid_cells``, not the
+        documents' length. Grids follow the gold Doc's sentences (``grid.targets.training_regions``)."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
@@ -285,29 +289,57 @@ class W2NER(ReleasingPipe, TrainablePipe):
         if not any(len(doc) for doc in docs):
             return losses
         set_dropout_rate(self.model, drop)
-        outputs, backprop = self.model.begin_update(docs)
-        loss, gradients = self.get_loss(examples, outputs)
-        backprop(gradients)
+        gold, regions = self._gold_and_regions(examples)
+        step = GridTrainingStep(self.model, docs, regions)
+        self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, step.segments))
+        n_cells, totals = max(step.n_cells, 1), {"loss": 0.0, "conflicts": 0}
+
+        def gradient_of(batch) -> Floats4d:
+            loss, gradient, conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
+            totals["loss"] += loss
+            totals["conflicts"] += conflicts
+            return gradient
+
+        step.backprop_each(gradient_of)
+        self._warnings.count(self.name, "thw_conflict", totals["conflicts"])
         if sgd is not None:
             self.finish_update(sgd)
-        losses[self.name] += loss
+        losses[self.name] += totals["loss"] / n_cells
         return losses
+
+    def _gold_and_regions(self, examples: Sequence[Example]) -> Tuple[List[List[Entity]], List[List[Tuple[int, int]]]]:
+        """The examples' aligned gold entities (label ids), and the regions their grids cover:
+        the gold sentences, joined where an entity crosses them (counted)."""
+        gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
+        self._warnings.count(self.name, "misaligned", misaligned)
+        regions, joined = [], 0
+        for example, entities in zip(examples, gold):
+            doc_regions, doc_joined = training_regions(example, entities)
+            regions.append(doc_regions)
+            joined += doc_joined
+        self._warnings.count(self.name, "joined_sentences", joined)
+        return gold, regions
+
+    def _batch_loss(self, segments, logits: Floats4d, gold, n_cells: int) -> Tuple[float, Floats4d, int]:
+        """A grid batch's summed cross-entropy, its gradient (divided by the step's ``n_cells``)
+        and its THW conflicts."""
+        targets, weights, conflicts = gold_grids(segments, logits.shape[1], gold)
+        loss, gradient = grid_cross_entropy(self.model.ops, logits, targets, weights, n_cells)
+        return loss, gradient, conflicts
 
     def get_loss(
         self, examples: Sequence[Example], outputs: List[GridBatch]
     ) -> Tuple[float, List[Floats4d]]:
-        """Cross-entropy over the valid grid cells, averaged over all of them."""
+        """Cross-entropy over the valid grid cells of ``begin_update``'s outputs, averaged over
+        all of them (``update`` computes the same loss a grid batch at a time)."""
         gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
         segments = [segment for batch in outputs for segment in batch.segments]
         self._warnings.count(self.name, "misaligned", misaligned)
         self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, segments))
         n_cells = max(sum(s.length * s.length for s in segments), 1)
-        loss = 0.0
-        conflicts = 0
-        gradients = []
+        loss, conflicts, gradients = 0.0, 0, []
         for batch in outputs:
-            targets, weights, batch_conflicts = gold_grids(batch.segments, batch.logits.shape[1], gold)
-            batch_loss, gradient = grid_cross_entropy(self.model.ops, batch.logits, targets, weights, n_cells)
+            batch_loss, gradient, batch_conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
             loss += batch_loss
             conflicts += batch_conflicts
             gradients.append(gradient)

@@ -5,7 +5,7 @@ number of relations (from the component's labels) are known; the component keeps
 cfg and rebuilds the module from them before a saved pipeline's weights load
 (``grid_scorer.build_for_loading``). The data flow: the package docstring.
 """
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional, Sequence
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -16,7 +16,7 @@ from ..grid.segments import validate_window
 from ..memory import ReleaseEvery
 from ..nn.fused_adam import check_half_dtype
 from .batches import score_docs
-from .grid_scorer import build_grid_scorer, grid_scorer_layer
+from .grid_scorer import build_grid_scorer, grid_overflowed, grid_scorer_layer
 from .hyperparameters import check_positive_int, validate_hyperparameters
 from .padding import add_unpadded
 from .predictions import HostGrids
@@ -119,7 +119,9 @@ RELEASE_CELLS = 4 * 256 * 256
 
 
 def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
-    words, batches = score_docs(model, docs, is_train)
+    """Thinc's forward: every grid batch's logits, and one backprop for them all (training then
+    holds every batch's activations at once: the component trains with ``GridTrainingStep``)."""
+    words, _, batches = score_docs(model, docs, is_train)
     outputs: List[GridBatch] = []
     trained: List[ScoredBatch] = []
     release = ReleaseEvery(model.ops, RELEASE_CELLS)
@@ -141,3 +143,40 @@ def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
         return words.backprop([d_words[a:b] for a, b in zip(first_rows[:-1], first_rows[1:])])
 
     return outputs, backprop
+
+
+class GridTrainingStep:
+    """A training step's forward and backward passes, one grid batch at a time.
+
+    Thinc's ``begin_update`` keeps every grid batch's activations until the backward pass, so a
+    step's memory grows with all the cells of its documents (16 abstracts in 256-token windows:
+    two million cells). Here each batch's backward pass runs right after its forward pass and
+    its loss (``backprop_each``), the word vectors' gradient accumulating, so a step's grid
+    memory follows the largest grid batch (``max_grid_cells``, or one segment's cells where a
+    segment is larger), whatever the documents' length. The gradients are those of
+    ``begin_update``'s single backward pass (the same dropout masks, drawn in the same order).
+    """
+
+    def __init__(self, model: Model, docs: Sequence[Doc], regions: Optional[Sequence] = None) -> None:
+        self.model = model
+        self.words, self.segments, self._batches = score_docs(model, docs, True, regions)
+
+    @property
+    def n_cells(self) -> int:
+        """The step's grid cells (each segment's length squared): the loss's normaliser."""
+        return sum(segment.length * segment.length for segment in self.segments)
+
+    def backprop_each(self, gradient_of: Callable[[ScoredBatch], Floats4d]) -> None:
+        """Score each grid batch, take its logits' gradient from ``gradient_of`` and run its
+        backward pass before the next batch is scored; then tok2vec's backward pass. After a
+        float16 overflow in any batch (the grid network's loss scaling) the step is skipped
+        whole: tok2vec gets no gradient, and the grid network's update skips the step."""
+        ops = self.model.ops
+        d_words = ops.alloc2f(*self.words.words.shape)
+        for batch in self._batches:
+            add_unpadded(ops, d_words, batch.backprop(gradient_of(batch)), batch.rows)
+            del batch  # its logits and gradient go before the next batch is scored
+        if grid_overflowed(self.model.get_ref("grid_scorer")):
+            return
+        rows = self.words.first_rows
+        self.words.backprop([d_words[a:b] for a, b in zip(rows[:-1], rows[1:])])

@@ -131,6 +131,13 @@ def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
     return inputs_outputs[1], no_backprop
 
 
+def grid_overflowed(grid_scorer: Model) -> bool:
+    """Whether the grid network's float16 loss scaling met an overflow in this step's backward
+    passes so far (``nn.fused_adam.FusedUpdate``): the step is then skipped."""
+    shim = grid_scorer.layers[0].shims[0] if grid_scorer.layers else None
+    return bool(shim is not None and shim._grad_scaler.found_inf)
+
+
 def grid_scorer_dims(model: Model) -> Dict[str, int]:
     """The dims the torch module is built from (``nI``: word vector width, ``nO``: relations)."""
     grid_scorer = model.get_ref("grid_scorer")

@@ -64,7 +64,7 @@ def grid_probabilities(model: Model, docs: List[Doc]) -> List[Tuple[Segment, np.
     the model predicts them. A transformer listener reads the upstream component's output:
     run the pipeline's components before w2ner on the docs first.
     """
-    _, batches = score_docs(model, docs, is_train=False)
+    _, _, batches = score_docs(model, docs, is_train=False)
     grids: List[Tuple[Segment, np.ndarray]] = []
     for batch in batches:
         probs = torch.softmax(batch.logits.float(), dim=-1).cpu().numpy()
