@@ -16,6 +16,7 @@ from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats4d
+from wasabi import msg
 
 from .diagnostics import OnceWarnings
 from .entities import (
@@ -30,11 +31,12 @@ from .entities import (
 from .grid.codec import n_relations
 from .grid.segments import decode_segments
 from .grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
-from .memory import ReleasingPipe
+from .memory import ReleasingPipe, available_memory_bytes
 from .model.architecture import GridTrainingStep
 from .model.loss import grid_cross_entropy
-from .model.grid_scorer import build_for_loading, grid_scorer_dims, legacy_grid_scorer_dims
+from .model.grid_scorer import build_for_loading, grid_bytes_per_cell, grid_device, grid_scorer_dims, legacy_grid_scorer_dims
 from .model.predictions import segment_grids
+from .model.training_plan import TrainingPlan
 from .model.types import GridBatch
 from .nn.fused_adam import ScaledOptimizer
 from .scorer import score_entities
@@ -165,6 +167,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         # labels; nI and nO (the grid network's dims) once initialized
         self.cfg: Dict[str, object] = {"labels": []}
         self._warnings = OnceWarnings()
+        self.training_plan: Optional[TrainingPlan] = None  # what initialize found training will grid
 
     @property
     def threshold(self) -> float:
@@ -228,7 +231,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
         if labels is not None:
             for label in labels:
                 self.add_label(label)
-        sample = _labels_and_sample(get_examples, self, read_labels=labels is None)
+        plan = TrainingPlan(**{key: self.model.attrs[key] for key in ("max_window", "window_overlap", "max_grid_cells")})
+        sample = _labels_and_sample(get_examples, self, read_labels=labels is None, plan=plan)
         if not self.labels:
             raise ValueError(
                 f"Cannot initialize '{self.name}': it has no labels. Provide training "
@@ -240,6 +244,16 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self._grid_scorer.set_dim("nO", n_relations(len(self.labels)), force=True)
         self.model.initialize(X=[example.predicted for example in sample] or None)
         self.cfg.update(grid_scorer_dims(self.model))
+        if plan.documents:
+            self._say_training_plan(plan)
+
+    def _say_training_plan(self, plan: TrainingPlan) -> None:
+        """Log what training will grid and its memory; ValueError (one line, the setting to
+        change) when its largest grid batch cannot fit the memory there is."""
+        plan.bytes_per_cell = grid_bytes_per_cell(self.model)
+        self.training_plan = plan
+        msg.info(plan.describe(self.name))
+        plan.check(self.name, available_memory_bytes(grid_device(self.model)))
 
     # Prediction ---------------------------------------------------------------
 
@@ -400,11 +414,16 @@ def first_w2ner(nlp: Language) -> Tuple[str, "W2NER"]:
     return found[0]
 
 
-def _labels_and_sample(get_examples: Callable[[], Iterable[Example]], pipe: W2NER, read_labels: bool) -> List[Example]:
+def _labels_and_sample(
+    get_examples: Callable[[], Iterable[Example]], pipe: W2NER, read_labels: bool, plan: Optional[TrainingPlan] = None
+) -> List[Example]:
     """One pass over the examples: their labels added to ``pipe`` in order of appearance (when
-    ``read_labels``); the first ten examples returned as the model's sample, the others let go."""
+    ``read_labels``), their grids counted in ``plan``; the first ten examples returned as the
+    model's sample, the others let go."""
     sample: List[Example] = []
     for example in get_examples():
+        if plan is not None:
+            plan.add(example, pipe.spans_key)
         if read_labels:
             for entity in get_entities(example.reference, pipe.spans_key):
                 pipe.add_label(entity.label)
