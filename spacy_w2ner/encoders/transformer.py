@@ -31,6 +31,7 @@ def chunked_transformer_model(
     max_spans_per_pass: int = 64,
     last_layers: int = 1,
     mixed_precision_dtype: str = "float16",
+    pack_spans: bool = True,
 ) -> Model:
     """spacy-transformers' ``TransformerModel.v3`` that runs at most ``max_spans_per_pass``
     spans through the encoder at once when predicting, and whose output can be the mean
@@ -61,6 +62,10 @@ def chunked_transformer_model(
     ``mixed_precision`` autocasts to ``mixed_precision_dtype`` ("bfloat16": no loss
     scaling, so the grad scaler is off unless ``grad_scaler_config`` turns it on);
     see ``nn.fused_adam``.
+
+    ``pack_spans``: training packs a batch's spans into rows (``packing.py``) where the encoder
+    gives the padded pass's vectors so (probed once); ``false`` always pads them (on a GPU,
+    padding costs less than on a CPU: bench/README.md "GPU").
     """
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
@@ -78,6 +83,8 @@ def chunked_transformer_model(
     keep_hidden_states = bool(transformer_config.get("output_hidden_states", False))
     chunked = _chunked_encoder(encoder, max_spans_per_pass, last_layers, keep_hidden_states)
     chunked.attrs["loss_scaling"] = bool(grad_scaler_config["enabled"])
+    if not pack_spans:
+        chunked.attrs["packs"] = False
     model.replace_node(encoder, chunked)
     return model
 
@@ -94,6 +101,7 @@ def chunked_transformer_model_v2(
     last_layers: int = 1,
     mixed_precision_dtype: str = "float16",
     int8_layers: List[str] = [],
+    pack_spans: bool = True,
 ) -> Model:
     """``ChunkedTransformerModel.v1`` whose encoder's Linear layers that ``int8_layers`` matches
     (regular expressions over the layer names, ``re.search``) are int8 for CPU inference
@@ -105,7 +113,7 @@ def chunked_transformer_model_v2(
         raise ValueError("int8_layers and mixed_precision do not go together: int8 layers run on a CPU only")
     model = chunked_transformer_model(
         name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config,
-        max_spans_per_pass, last_layers, mixed_precision_dtype,
+        max_spans_per_pass, last_layers, mixed_precision_dtype, pack_spans,
     )  # fmt: skip
     if patterns:
         for shim in node_named(model, "hf-pytorch").shims:

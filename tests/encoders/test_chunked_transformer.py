@@ -358,3 +358,22 @@ def test_training_packed_or_in_passes_gives_the_one_padded_pass_gradients(monkey
     for key, gradient in one_pass.items():
         torch.testing.assert_close(in_passes[key], gradient, rtol=1e-4, atol=1e-6, msg=key)
         torch.testing.assert_close(packed[key], gradient, rtol=1e-4, atol=1e-6, msg=key)
+
+
+def test_pack_spans_false_trains_on_padded_spans(monkeypatch):
+    """The config's ``pack_spans = false`` (a GPU's choice, where padding is cheap): no probe,
+    no packed batch, spans padded."""
+    from spacy_w2ner.encoders import transformer
+    from spacy_w2ner.encoders.packing import PackedWordpieces
+
+    config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    config["components"]["transformer"]["model"]["pack_spans"] = False
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    calls = []
+    real_forward = transformer.pytorch_forward
+    monkeypatch.setattr(transformer, "pytorch_forward", lambda m, X, t: (t and calls.append(X)) or real_forward(m, X, t))
+    nlp.update(examples, sgd=False)
+    encoder = transformer.node_named(nlp.get_pipe("transformer").model, "hf-pytorch")
+    assert encoder.attrs["packs"] is False and calls and not any(isinstance(X, PackedWordpieces) for X in calls)
