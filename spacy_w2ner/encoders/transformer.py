@@ -32,6 +32,7 @@ def chunked_transformer_model(
     last_layers: int = 1,
     mixed_precision_dtype: str = "float16",
     pack_spans: bool = True,
+    training_pass_wordpieces: int = 2048,
 ) -> Model:
     """spacy-transformers' ``TransformerModel.v3`` that runs at most ``max_spans_per_pass``
     spans through the encoder at once when predicting, and whose output can be the mean
@@ -66,6 +67,13 @@ def chunked_transformer_model(
     ``pack_spans``: training packs a batch's spans into rows (``packing.py``) where the encoder
     gives the padded pass's vectors so (probed once); ``false`` always pads them (on a GPU,
     padding costs less than on a CPU: bench/README.md "GPU").
+
+    ``training_pass_wordpieces``: a training batch of more wordpieces than this (documents: 16
+    abstracts are about 6,400) is encoded in passes of at most this many, whose activations are
+    recomputed in the backward pass (``_train_recomputing``): the encoder's training memory
+    follows one pass (MiniLM about 350 KB a wordpiece, MPNet about 1.2 MB), not the batch, for
+    one more forward pass of the encoder. Smaller batches (sentences) train as before; 0 never
+    recomputes.
     """
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
@@ -85,6 +93,9 @@ def chunked_transformer_model(
     chunked.attrs["loss_scaling"] = bool(grad_scaler_config["enabled"])
     if not pack_spans:
         chunked.attrs["packs"] = False
+    if training_pass_wordpieces < 0:
+        raise ValueError(f"training_pass_wordpieces must be 0 (off) or more, got {training_pass_wordpieces}")
+    chunked.attrs["training_pass_wordpieces"] = training_pass_wordpieces
     model.replace_node(encoder, chunked)
     return model
 
@@ -102,6 +113,7 @@ def chunked_transformer_model_v2(
     mixed_precision_dtype: str = "float16",
     int8_layers: List[str] = [],
     pack_spans: bool = True,
+    training_pass_wordpieces: int = 2048,
 ) -> Model:
     """``ChunkedTransformerModel.v1`` whose encoder's Linear layers that ``int8_layers`` matches
     (regular expressions over the layer names, ``re.search``) are int8 for CPU inference
@@ -113,7 +125,7 @@ def chunked_transformer_model_v2(
         raise ValueError("int8_layers and mixed_precision do not go together: int8 layers run on a CPU only")
     model = chunked_transformer_model(
         name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config,
-        max_spans_per_pass, last_layers, mixed_precision_dtype, pack_spans,
+        max_spans_per_pass, last_layers, mixed_precision_dtype, pack_spans, training_pass_wordpieces,
     )  # fmt: skip
     if patterns:
         for shim in node_named(model, "hf-pytorch").shims:
@@ -170,6 +182,9 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     if len(wordpieces) == 0:
         return pytorch_forward(model, wordpieces, is_train)
     widths = unpadded_widths(wordpieces.attention_mask)
+    limit = model.attrs.get("training_pass_wordpieces", 0)
+    if is_train and limit and int(widths.sum()) > limit:
+        return _train_recomputing(model, wordpieces, widths, limit)
     if is_train:
         passes = list(group_by_length(widths, _tokens, min_cost=MIN_TOKENS_PER_TRAINING_PASS))
     else:
@@ -243,6 +258,58 @@ def _train_in_passes(model: Model, wordpieces: WordpieceBatch, widths: numpy.nda
         return []
 
     return output_type(**merged), backprop_passes
+
+
+def _train_recomputing(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray, limit: int):
+    """The training forward of a large batch in passes of at most ``limit`` wordpieces (packed
+    where the encoder packs), run without keeping their activations: only the outputs are kept,
+    in arrays for all spans. The backward pass runs each pass's forward again, with the random
+    state its first run had (the same dropout masks), and its backward pass at once, so one
+    pass's activations live at a time; then the random state goes back to where it was, so
+    what follows draws what it would have drawn. The gradients are those of one pass over the
+    batch, to float rounding."""
+    shape = (len(wordpieces), wordpieces.input_ids.shape[1])
+    packs = _packs(model, wordpieces, widths)
+    merged: dict = {}
+    passes = []
+    for rows in group_by_length(widths, _tokens, max_cost=limit, min_cost=MIN_TOKENS_PER_TRAINING_PASS):
+        rows = numpy.asarray(rows)
+        width = int(widths[rows].max())
+        spans = _take_spans(wordpieces, rows, width)
+        spans = pack(spans, widths[rows], model.attrs["position_offset"]) if packs else spans
+        state = _random_states()
+        with torch.no_grad():
+            output = pytorch_forward(model, spans, True)[0]
+            output_type = type(output)
+            for key, value in output.items():
+                merged[key] = _copy_rows(merged.get(key), value, rows, shape, key)
+        del output
+        passes.append((torch.as_tensor(rows), width, spans, state))
+
+    def backprop_recomputing(d_output):
+        device = next(iter(d_output.values())).device
+        after = _random_states()
+        for index, width, spans, state in passes:
+            _set_random_states(state)
+            backprop = pytorch_forward(model, spans, True)[1]
+            index = index.to(device)
+            backprop(type(d_output)(**{key: value[index, :width] for key, value in d_output.items()}))
+        _set_random_states(after)
+        return []
+
+    return output_type(**merged), backprop_recomputing
+
+
+def _random_states():
+    """Torch's random states (the CPU's, and the current CUDA device's where there is one)."""
+    return torch.get_rng_state(), torch.cuda.get_rng_state() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+
+def _set_random_states(states) -> None:
+    cpu, cuda = states
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state(cuda)
 
 
 def unpadded_widths(attention_mask) -> numpy.ndarray:

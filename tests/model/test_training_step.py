@@ -41,11 +41,11 @@ def _grid_shim(nlp):
 
 
 def _gradients(nlp) -> list:
-    """The grid network's parameter gradients and tok2vec's, in a fixed order."""
-    grads = [p.grad.detach().clone().numpy() for p in _grid_module(nlp).parameters()]
+    """The grid network's parameter gradients and tok2vec's, in a fixed order, on the host."""
+    grads = [p.grad.detach().float().cpu().numpy() for p in _grid_module(nlp).parameters()]
     tok2vec = nlp.get_pipe("w2ner").model.get_ref("tok2vec")
     for node in tok2vec.walk():
-        grads.extend(np.array(node.get_grad(name)) for name in node.param_names if node.has_grad(name))
+        grads.extend(node.ops.to_numpy(node.get_grad(name)) for name in node.param_names if node.has_grad(name))
     return grads
 
 
@@ -178,3 +178,24 @@ def test_an_overflow_in_one_grid_batch_skips_the_whole_step_and_lowers_the_scale
     pipe._batch_loss = batch_loss
     pipe.update(examples, sgd=optimizer)  # the next step trains again
     assert not all(torch.equal(a, b) for a, b in zip(before, module.parameters()))
+
+
+@pytest.mark.gpu
+def test_float16_loss_scaling_on_cuda_gives_one_batchs_gradients_in_three():
+    """Issue 53 on a GPU: float16 autocast and Thinc's scaler (65,536); the step in 3 grid batches
+    has the float32 one-batch step's gradients to float16's precision (the scale divided 3 times
+    into the first batch's gradients, before the fix, was off by 4e9)."""
+    spacy.require_gpu(0)
+    try:
+        expected_nlp, expected_examples = _pipeline(WHOLE_CELLS, dropout=0.0)
+        _step_by_batch(expected_nlp, expected_examples)
+        nlp, examples = _pipeline(150, mixed_precision=True, dropout=0.0)
+        calls = []
+        _grid_module(nlp).register_forward_hook(lambda *_: calls.append(1))
+        _step_by_batch(nlp, examples)
+        assert len(calls) == 3 and _grid_shim(nlp).unscale_gradients() is False
+        found, expected = _gradients(nlp), _gradients(expected_nlp)
+    finally:
+        spacy.require_cpu()
+    for a, b in zip(found, expected):
+        assert np.abs(a - b).max() <= 2e-2 * max(1e-3, float(np.abs(b).max()))
