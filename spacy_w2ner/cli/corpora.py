@@ -1,14 +1,19 @@
 """Corpus commands: convert (a format -> .spacy), export (.spacy -> a format), label-studio-config,
 split (dev from train) and filter (contiguous entities only)."""
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 import typer
 
 from .. import formats
+from ..common import option
 from ..formats import EXPORT_FORMATS, FORMATS
-from ._util import _blank_nlp, _check_keys, _fail, _output_dir, _output_file, _progress, _read_docbin, app
+from ._util import _blank_nlp, _check_keys, _fail, _output_dir, _output_file, _progress, _read_docbin, app, with_options
+
+DOCUMENTS = "brat, bioc, pubtator, label-studio"
+
 
 def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
     """Pass docs through, copying their entities to doc.ents (FormatError when one cannot go)."""
@@ -22,7 +27,37 @@ def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
         yield doc
 
 
+@dataclass
+class FormatOptions:
+    """The options of the input formats (``formats.FORMATS``); None: the format's default. A format
+    refuses an option it does not take."""
+
+    tag_column: Optional[int] = option(None, "conll: index of the tag column (default: the last)")
+    scheme: Optional[str] = option(None, "conll: tag scheme, BIO, IOB1 or BIOES (also BILOU); default BIO")
+    tokenizer: Optional[str] = option(None, f"{DOCUMENTS}: 'spacy' (spacy.blank(lang)'s tokenizer, the default) or 'whitespace'")
+    sentencizer: Optional[bool] = option(
+        None, f"{DOCUMENTS}: sentence boundaries by spaCy's sentencizer where the file states none (BioC's <sentence>s), never inside an entity (default: on; off: only the file's)"
+    )
+    split_tokens: Optional[bool] = option(
+        None, f"{DOCUMENTS}: split a token where an annotation starts or ends inside it, so it becomes an entity (default: on; off: listed, not converted)"
+    )
+    check_text: Optional[bool] = option(None, "brat: check each annotation's text against its offsets (default: on)")
+    type_key: Optional[str] = option(None, "bioc: the infon that holds an annotation's type (default: type)")
+    doc_per: Optional[str] = option(None, "bioc: one Doc per 'document' (the default) or per 'passage'")
+    use: Optional[str] = option(None, "label-studio: read each task's 'annotations' (the default) or 'predictions'")
+    annotations: Optional[str] = option(
+        None, "label-studio: of a task's annotations, the 'latest' that was not cancelled (the default), the 'first', or 'all' (a Doc each)"
+    )
+    strict: Optional[bool] = option(
+        None, f"{DOCUMENTS}: stop at the first annotation that cannot be an entity, or line the reader does not know (default: list and count them)"
+    )
+
+    def given(self) -> Dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
 @app.command()
+@with_options(FormatOptions)
 def convert(
     input_format: str = typer.Argument(..., help=f"Input format: {', '.join(FORMATS)}"),
     input_path: Path = typer.Argument(
@@ -31,35 +66,20 @@ def convert(
     output_dir: Path = typer.Argument(..., help="Directory for the .spacy file"),
     lang: str = typer.Option("en", help="Language of the blank vocab (brat: and of its tokenizer)"),
     spans_key: str = typer.Option("w2ner", help="doc.spans key for the entities"),
-    tag_column: Optional[int] = typer.Option(None, help="conll: index of the tag column (default: the last)"),
-    scheme: Optional[str] = typer.Option(None, help="conll: tag scheme, BIO, IOB1 or BIOES (also BILOU); default BIO"),
-    tokenizer: Optional[str] = typer.Option(None, help="brat: 'spacy' (spacy.blank(lang)'s tokenizer, the default) or 'whitespace'"),
-    sentencizer: Optional[bool] = typer.Option(None, help="brat: set sentence boundaries with spaCy's sentencizer"),
-    check_text: Optional[bool] = typer.Option(None, help="brat: check each annotation's text against its offsets (default: on)"),
-    type_key: Optional[str] = typer.Option(None, help="bioc: the infon that holds an annotation's type (default: type)"),
-    doc_per: Optional[str] = typer.Option(None, help="bioc: one Doc per 'document' (the default) or per 'passage'"),
-    use: Optional[str] = typer.Option(None, help="label-studio: read each task's 'annotations' (the default) or 'predictions'"),
-    strict: Optional[bool] = typer.Option(
-        None, "--strict", help="bioc, pubtator, label-studio: stop at the first annotation that cannot be an entity (default: list and count them)"
-    ),
     name: str = typer.Option("", help="Name of the output file, without .spacy (default: the input's name)"),
     ents: bool = typer.Option(
         False, help="Also write the entities to doc.ents, for spaCy's ner (flat corpora only)"
     ),
+    options: FormatOptions = None,
 ):
     """Convert a corpus to a .spacy DocBin with the doc.spans contract, and print its counts as JSON.
 
     Malformed input stops the conversion with exit code 1 and a message naming file:line.
     With ``--ents`` a discontinuous or overlapping entity stops it too, naming the doc.
     """
-    given_options = {
-        "tag_column": tag_column, "scheme": scheme, "tokenizer": tokenizer,
-        "sentencizer": sentencizer, "check_text": check_text, "type_key": type_key, "doc_per": doc_per,
-        "use": use, "strict": strict,
-    }  # fmt: skip
     try:
         fmt = formats.format_named(input_format)
-        options = {key: value for key, value in given_options.items() if value is not None}
+        options = options.given()
         formats.check_format_options(input_format, options)
     except ValueError as err:
         raise typer.BadParameter(str(err))
@@ -85,15 +105,16 @@ def convert(
 
 
 def _listing_skipped(docs: Iterable) -> Iterator:
-    """Pass docs through, printing each annotation of the source that is not an entity (and why)."""
-    from ..formats.standoff import skipped
+    """Pass docs through, printing each annotation of the source that is not an entity, and each
+    line or element a reader passed over (and why)."""
+    from ..formats.standoff import UNKNOWN, skipped
 
     for doc in docs:
         name = doc.user_data.get(formats.NAME_KEY, "?")
         if formats.NOT_A_DOCUMENT_KEY in doc.user_data:
             typer.echo(f"warning: {name}: {doc.user_data[formats.NOT_A_DOCUMENT_KEY]}: not converted", err=True)
-        for annotation_id, _, why in skipped(doc):
-            typer.echo(f"warning: {name}: annotation {annotation_id}: {why}", err=True)
+        for what, kind, why in skipped(doc):  # what: 'annotation ID', or file:line for a line not read
+            typer.echo(f"warning: {what if kind == UNKNOWN else f'{name}: {what}'}: {why}", err=True)
         yield doc
 
 

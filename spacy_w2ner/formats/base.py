@@ -17,6 +17,13 @@ REPAIRED_KEY = "w2ner_repaired"  # tag formats: entities whose tag sequence was 
 # Why an input a reader met is no document (a Label Studio task without annotations): such a Doc is
 # counted and listed, never written or trained on.
 NOT_A_DOCUMENT_KEY = "w2ner_not_a_document"
+# Written by the standoff readers (brat, BioC, PubTator, Label Studio; see standoff.py):
+SKIPPED_KEY = "w2ner_skipped"  # [[what, kind, why], ...]: what of the source did not become an entity
+NOT_READ_KEY = "w2ner_not_read"  # {kind: count}: lines, elements, annotations of the source not read
+SOURCE_KEY = "w2ner_source_annotations"  # {entity id: {"label", "ranges", "extra"[, "text"]}}: the source annotation
+RELATIONS_KEY = "w2ner_relations"  # {"format": name, "items": [...]}: relations, written back by that format
+TOKENS_SPLIT_KEY = "w2ner_tokens_split"  # tokens split where an annotation's boundary fell inside one
+SENTENCES_JOINED_KEY = "w2ner_sentences_joined"  # sentence boundaries not set because an entity crosses them
 
 
 class FormatError(ValueError):
@@ -35,8 +42,12 @@ class CorpusSummary:
     entities read from a malformed tag sequence (e.g. a BIO entity starting with
     ``I-``); ``thw_conflicts`` counts entities with the same first and last token as an
     entity of another label, which W2NER cannot learn (one label per tail-to-head grid
-    cell: the first entity's). The three are left out of ``as_dict`` when there are none, as is
-    ``not_documents``: inputs that were no document (``NOT_A_DOCUMENT_KEY``), per reason.
+    cell: the first entity's). The three are left out of ``as_dict`` when there are none, as are
+    ``not_documents``: inputs that were no document (``NOT_A_DOCUMENT_KEY``), per reason;
+    ``relations``: relations kept with the docs (never entities); ``not_read``: lines, elements
+    and annotations of the source a reader passed over, per kind; ``tokens_split``: tokens split
+    so that an annotation's boundary falls between tokens; ``sentences_joined``: sentence
+    boundaries left out because an entity crosses them.
     """
 
     documents: int = 0
@@ -50,10 +61,15 @@ class CorpusSummary:
     repaired: int = 0
     thw_conflicts: int = 0
     not_documents: Counter = field(default_factory=Counter)
+    relations: int = 0
+    not_read: Counter = field(default_factory=Counter)
+    tokens_split: int = 0
+    sentences_joined: int = 0
     _sentences: int = field(default=0, repr=False)
     _sentences_known: bool = field(default=True, repr=False)
 
     def add(self, doc: Doc, spans_key: str) -> None:
+        self.not_read.update(doc.user_data.get(NOT_READ_KEY, {}))
         if NOT_A_DOCUMENT_KEY in doc.user_data:
             self.not_documents[doc.user_data[NOT_A_DOCUMENT_KEY]] += 1
             return
@@ -67,6 +83,9 @@ class CorpusSummary:
         self.per_label.update(e.label for e in entities)
         self.ignored.update(doc.user_data.get(IGNORED_KEY, {}))
         self.repaired += int(doc.user_data.get(REPAIRED_KEY, 0))
+        self.relations += len((doc.user_data.get(RELATIONS_KEY) or {}).get("items", []))
+        self.tokens_split += int(doc.user_data.get(TOKENS_SPLIT_KEY, 0))
+        self.sentences_joined += int(doc.user_data.get(SENTENCES_JOINED_KEY, 0))
         if self.sentence_docs:
             self._sentences += 1
         elif doc.has_annotation("SENT_START"):
@@ -95,10 +114,12 @@ class CorpusSummary:
             result["repaired_entities"] = self.repaired
         if self.thw_conflicts:
             result["thw_conflicts"] = self.thw_conflicts
-        if self.ignored:
-            result["ignored_annotations"] = dict(sorted(self.ignored.items()))
-        if self.not_documents:
-            result["not_documents"] = dict(sorted(self.not_documents.items()))
+        optional = {
+            "relations": self.relations, "tokens_split": self.tokens_split,
+            "sentences_joined_for_entities": self.sentences_joined, "ignored_annotations": dict(sorted(self.ignored.items())),
+            "not_read": dict(sorted(self.not_read.items())), "not_documents": dict(sorted(self.not_documents.items())),
+        }  # fmt: skip
+        result.update((key, value) for key, value in optional.items() if value)
         return result
 
 
