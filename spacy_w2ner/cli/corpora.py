@@ -1,6 +1,7 @@
 """Corpus commands: convert (a format -> .spacy), export (.spacy -> a format), label-studio-config,
 split (dev from train) and filter (contiguous entities only)."""
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional
@@ -48,6 +49,7 @@ class FormatOptions:
     annotations: Optional[str] = option(
         None, "label-studio: of a task's annotations, the 'latest' that was not cancelled (the default), the 'first', or 'all' (a Doc each)"
     )
+    text_key: Optional[str] = option(None, "label-studio: the key of a task's data that holds the text (default: text, else the data's only string)")
     strict: Optional[bool] = option(
         None, f"{DOCUMENTS}: stop at the first annotation that cannot be an entity, or line the reader does not know (default: list and count them)"
     )
@@ -167,12 +169,14 @@ def export(
         _fail(str(err))
     with source:  # read twice, one Doc at a time: counted and checked, then written
         keys: set = set()
-        summary = formats.summarize((_noting_keys(doc, keys) for doc in _progress(source.docs(vocab))), spans_key)
+        relations: Counter = Counter()  # relations kept with the docs, per format they were read from
+        summary = formats.summarize((_noting_keys(doc, keys, relations) for doc in _progress(source.docs(vocab))), spans_key)
         _check_keys(summary.documents, keys, spans_key, str(input_path))
         if output_format == "pubtator" and summary.discontinuous and "discontinuous" not in options:
             _fail(f"{input_path}: {summary.discontinuous} discontinuous entities, which PubTator cannot hold: "
                   "choose --discontinuous split (a line per fragment), span (one line from the first to the last character) or skip")
         problems = _export(fmt, source.docs(vocab), output, spans_key, options)
+    problems += [f"{n} relations read from {name} are not written: only the {name} exporter writes them" for name, n in relations.items() if name != output_format]
     for problem in problems:
         typer.echo(f"warning: {problem}", err=True)
     typer.echo(f"{input_path} -> {output}")
@@ -184,8 +188,11 @@ def export(
     typer.echo(json.dumps(counts, ensure_ascii=False))
 
 
-def _noting_keys(doc, keys: set):
+def _noting_keys(doc, keys: set, relations: Counter):
     keys.update(doc.spans)
+    kept = doc.user_data.get(formats.RELATIONS_KEY) or {}
+    if kept.get("items"):
+        relations[kept["format"]] += len(kept["items"])
     return doc
 
 

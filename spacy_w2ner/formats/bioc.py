@@ -41,6 +41,7 @@ BIOC_KEY = "w2ner_bioc"  # the BioC document, passages and collection a Doc came
 DOC_PER = ("document", "passage")
 CHUNK = 1 << 20
 COLLECTION_FIELDS = ("source", "date", "key")
+UNKNOWN_KEY = ("w2ner", "unknown")  # (line, what) of the parts BioC does not have: a key no JSON object has
 
 Tokenizer = Optional[Callable[[str], Doc]]
 
@@ -86,21 +87,24 @@ def read_bioc(
     reading = Reading(vocab, spans_key, tokenizer, split_tokens, sentencizer, strict)
     for file in files:
         reader = _Reader(file, reading, type_key, doc_per)
-        documents = _xml_documents(file) if bioc_kind(file) == "xml" else _json_documents(file)
-        for document, line, collection in documents:
+        collection: Dict[str, Any] = {"infons": {}, UNKNOWN_KEY: []}  # its fields as they are read
+        documents = _xml_documents(file, collection) if bioc_kind(file) == "xml" else _json_documents(file, collection)
+        for document, line in documents:
             yield from reader.docs(document, line, collection)
+        if not reader.document_ids and collection.get(UNKNOWN_KEY):
+            line, what = collection[UNKNOWN_KEY][0]
+            raise FormatError(f"{file}:{line}: not a BioC collection: no documents, and {what} is not BioC")
 
 
-def _xml_documents(path: Path) -> Iterator[Tuple[Dict[str, Any], int, Dict[str, Any]]]:
-    """(document as BioC JSON's dict, its line, the collection's fields so far), each document's
-    elements freed once read."""
+def _xml_documents(path: Path, collection: Dict[str, Any]) -> Iterator[Tuple[Dict[str, Any], int]]:
+    """(document as BioC JSON's dict, its line), each document's elements freed once read; the
+    collection's fields go to ``collection`` as they come."""
     import codecs
 
     from lxml import etree
 
     parser = etree.XMLPullParser(events=("end",), huge_tree=True, resolve_entities=False)
     utf8 = codecs.getincrementaldecoder("utf8")()
-    collection: Dict[str, Any] = {"infons": {}, UNKNOWN_KEY: []}
     lines = 1
     with open(path, "rb") as f:
         for data in iter(lambda: f.read(CHUNK), b""):
@@ -130,7 +134,7 @@ def _xml_events(path: Path, parser, feed: Callable[[], Any], collection: Dict[st
         if parent.getparent() is not None or parent.tag != "collection":
             continue
         if elem.tag == "document":
-            yield _xml_document(elem), elem.sourceline, collection
+            yield _xml_document(elem), elem.sourceline
             elem.clear()
             while elem.getprevious() is not None:
                 del parent[0]
@@ -150,7 +154,6 @@ _XML_CHILDREN = {
     "annotation": {"infon", "location", "text"},
     "relation": {"infon", "node"},
 }
-UNKNOWN_KEY = ("w2ner", "unknown")  # (line, what) of the parts BioC does not have: a key no JSON object has
 
 
 def _xml_unknown(elem, unknown: List[Tuple[int, str]]) -> None:
@@ -202,13 +205,12 @@ def _xml_document(elem) -> Dict[str, Any]:
     return {"id": elem.findtext("id"), "passages": passages, **_xml_contents(elem, unknown), UNKNOWN_KEY: sorted(unknown)}
 
 
-def _json_documents(path: Path) -> Iterator[Tuple[Dict[str, Any], int, Dict[str, Any]]]:
-    collection: Dict[str, Any] = {"infons": {}, UNKNOWN_KEY: []}
+def _json_documents(path: Path, collection: Dict[str, Any]) -> Iterator[Tuple[Dict[str, Any], int]]:
     for kind, value, line in stream_json(path, "documents"):
         if kind == ELEMENT:
             if isinstance(value, dict):
                 value[UNKNOWN_KEY] = _json_unknown(value, line)
-            yield value, line, collection
+            yield value, line
         elif value[0] in COLLECTION_FIELDS or value[0] == "infons":
             collection[value[0]] = value[1]
         elif value[0] != "bioctype":

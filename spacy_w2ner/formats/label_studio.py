@@ -25,6 +25,11 @@ task at a time.
 (``model_version``, a ``score`` per region and the weakest as the prediction's), the fragments of a
 discontinuous entity as regions chained by ``fragment`` relations; the task's data and region
 ids as they were read, where the Doc came from Label Studio.
+
+Also read: a JSON-MIN export (a row per task: the data's keys, each labels control's regions as a
+list, ``annotator``, ``annotation_id``); data whose text is under another key than ``text``
+(``text_key``, else the data's only string); regions whose offsets a script wrote in Python
+characters rather than UTF-16 code units (where only those give the region's text).
 """
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
@@ -35,7 +40,7 @@ from spacy.vocab import Vocab
 
 from .base import NAME_KEY, NOT_A_DOCUMENT_KEY, FormatError
 from .jsonstream import stream_json
-from .standoff import RELATION, Mention, Reading, Skips, mentions_of, tokenize_exactly, write_each
+from .standoff import RELATION, Mention, Reading, Skips, mentions_of, text_matches, tokenize_exactly, write_each
 
 LABEL_STUDIO_KEY = "w2ner_label_studio"  # {"task", "data", "text_key", "from_name", "to_name", "annotation", "annotator"}
 USES = ("annotations", "predictions")
@@ -53,37 +58,73 @@ def check_label_studio_options(use: str = "annotations", annotations: str = "lat
 
 def read_label_studio(
     path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ner", tokenizer=None, use: str = "annotations",
-    strict: bool = False, text_key: str = "text", annotations: str = "latest", split_tokens: bool = True, sentencizer: bool = True,
+    strict: bool = False, text_key: Optional[str] = None, annotations: str = "latest", split_tokens: bool = True, sentencizer: bool = True,
 ) -> Iterator[Doc]:  # fmt: skip
-    """The Docs of a Label Studio JSON export, streamed: one per task, or per annotation with
-    ``annotations="all"`` (see the module docstring; ``standoff.Reading`` for the other options)."""
+    """The Docs of a Label Studio JSON (or JSON-MIN) export, streamed: one per task, or per
+    annotation with ``annotations="all"`` (see the module docstring); ``text_key``: the key of the
+    task's data that holds the text (default: ``text``, else data's only string); the other options
+    are ``standoff.Reading``'s."""
     check_label_studio_options(use, annotations)
     path = Path(path)
     reading = Reading(vocab, spans_key, tokenizer, split_tokens, sentencizer, strict)
     for _, task, line in stream_json(path, None):
         where = f"{path}:{line}: task {task.get('id', '?') if isinstance(task, dict) else '?'}"
-        if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
-            raise FormatError(f"{where}: a task is an object with 'data'")
-        text = task["data"].get(text_key)
-        if not isinstance(text, str):
-            raise FormatError(f"{where}: no text under data.{text_key}")
+        task = _standard(task, where, text_key)
+        key = _text_key(task["data"], text_key, where)
+        text, name = task["data"][key], str(task.get("id", line))
         skips = reading.skips(where)
         chosen = _chosen(task, use, annotations, skips)
-        data = {key: value for key, value in task["data"].items() if key != text_key}
-        meta = {"task": task.get("id"), "data": data, "text_key": text_key}
+        meta = {"task": task.get("id"), "data": {k: v for k, v in task["data"].items() if k != key}, "text_key": key}
         if not chosen:
             doc = tokenize_exactly(text, vocab, tokenizer, where)
-            doc.user_data[NAME_KEY] = str(task.get("id", line))
-            doc.user_data[NOT_A_DOCUMENT_KEY] = f"task without {use}"
+            doc.user_data.update({NAME_KEY: name, NOT_A_DOCUMENT_KEY: f"task without {use}"})
             skips.save(doc)
             yield doc
         for k, item in enumerate(chosen):
             mentions, names = _mentions(item.get("result") or [], text, where, skips)
             doc = reading.doc(text, mentions, skips, where)
-            name = str(task.get("id", line))
             doc.user_data[NAME_KEY] = name if annotations != "all" else f"{name}-{item.get('id', k)}"
             doc.user_data[LABEL_STUDIO_KEY] = {**meta, **names, "annotation": item.get("id"), "annotator": item.get("completed_by")}
             yield doc
+
+
+_MIN_FIELDS = ("id", "annotator", "annotation_id", "created_at", "updated_at", "lead_time")
+
+
+def _standard(task: Any, where: str, text_key: Optional[str]) -> Dict[str, Any]:
+    """The task as Label Studio's JSON export has it; a JSON-MIN row (the data's keys, each labels
+    control's regions as a list, ``annotator``, ``annotation_id``) is made into one."""
+    if isinstance(task, dict) and isinstance(task.get("data"), dict):
+        return task
+    if not isinstance(task, dict) or "data" in task or not any(isinstance(v, str) for k, v in task.items() if k not in _MIN_FIELDS):
+        raise FormatError(f"{where}: a task is an object with 'data' (JSON export) or with its text (JSON-MIN export)")
+    controls = {key: value for key, value in task.items() if key not in _MIN_FIELDS and _regions(value)}
+    data = {key: value for key, value in task.items() if key not in _MIN_FIELDS and key not in controls}
+    result = [
+        {"id": f"{key}-{k}", "type": "labels", "from_name": key, "value": region}
+        for key, regions in controls.items() for k, region in enumerate(regions)
+    ]  # fmt: skip
+    annotation = {"id": task.get("annotation_id"), "completed_by": task.get("annotator"), "updated_at": task.get("updated_at"), "result": result}
+    return {"id": task.get("id"), "data": data, "annotations": [annotation] if "annotation_id" in task or result else []}
+
+
+def _regions(value: Any) -> bool:
+    """Whether a JSON-MIN field holds text regions (a list of objects with start and end)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(item, dict) and "start" in item and "end" in item for item in value)
+
+
+def _text_key(data: Dict[str, Any], text_key: Optional[str], where: str) -> str:
+    """The key of the data that holds the text: ``text_key``, else ``text``, else the only string."""
+    if text_key is None and not isinstance(data.get("text"), str):
+        strings = [key for key, value in data.items() if isinstance(value, str)]
+        if len(strings) == 1:
+            return strings[0]
+        named = ", ".join(strings) if strings else "none"
+        raise FormatError(f"{where}: no text under data.text (the data's strings: {named}); name its key with --text-key")
+    key = text_key or "text"
+    if not isinstance(data.get(key), str):
+        raise FormatError(f"{where}: no text under data.{key}")
+    return key
 
 
 def _chosen(task: Dict[str, Any], use: str, choice: str, skips: Skips) -> List[Dict[str, Any]]:
@@ -122,8 +163,9 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips) -> Tuple[
         kind = result.get("type") if isinstance(result, dict) else None
         value = result.get("value") if isinstance(result, dict) else None
         if kind == "labels" and isinstance(value, dict) and "start" in value and "end" in value:
+            edges = _region_range(value, text, to_python, where)
             for region_id, label in _labelled(result, k, where):
-                regions.append((region_id, label, (to_python(value["start"], where), to_python(value["end"], where)), value.get("text")))
+                regions.append((region_id, label, edges, value.get("text")))
             names = {"from_name": result.get("from_name", "label"), "to_name": result.get("to_name", "text")}
         elif kind == "relation":
             links.append((str(result.get("from_id")), str(result.get("to_id")), result.get("labels") or []))
@@ -177,6 +219,22 @@ def _joined(regions, links, where: str, skips: Skips) -> List[Mention]:
         first = regions[group[0]]
         mentions.append(Mention(first[0], first[1], [regions[k][2] for k in group], text, {"regions": [regions[k][0] for k in group]}))
     return mentions
+
+
+def _region_range(value: Dict[str, Any], text: str, to_python, where: str) -> Tuple[int, int]:
+    """A region's [start, end) in Python characters: Label Studio's UTF-16 offsets converted, or,
+    where only the offsets taken as Python characters give the region's own text (an import a
+    script made), those."""
+    start, end, shown = value["start"], value["end"], value.get("text")
+    python = isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= len(text) and isinstance(shown, str)
+    python = python and text_matches(text, [(start, end)], shown)
+    try:
+        edges = (to_python(start, where), to_python(end, where))
+    except FormatError:
+        if python:
+            return start, end
+        raise
+    return (start, end) if python and not text_matches(text, [edges], shown) else edges
 
 
 def _python_offsets(text: str):

@@ -34,6 +34,7 @@ written back by the same format's writer; they never train.
 """
 import bisect
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -97,11 +98,11 @@ def check_tokenizer(tokenizer: str = "spacy", **_) -> None:
 def text_matches(doc_text: str, ranges: Sequence[Range], text: Optional[str]) -> bool:
     """Whether ``text`` (None: no text to check) is the text at ``ranges`` of ``doc_text``: its
     pieces in order (as given, or by position) separated only by whitespace or ellipsis marks, or
-    the text spanning all of them; whitespace runs match any whitespace run, and whitespace at the
-    edges is not compared."""
+    the text spanning all of them; whitespace runs match any whitespace run, whitespace at the
+    edges is not compared, and characters are compared composed (NFC)."""
     if text is None or not ranges:
         return True
-    text = text.strip()
+    text = unicodedata.normalize("NFC", text).strip()
     spanning = doc_text[min(s for s, _ in ranges) : max(e for _, e in ranges)]
     if re.fullmatch(_alike(spanning), text):
         return True
@@ -115,7 +116,7 @@ def text_matches(doc_text: str, ranges: Sequence[Range], text: Optional[str]) ->
 def _alike(piece: str) -> str:
     """A pattern for ``piece`` in which each whitespace run matches any whitespace run (and
     whitespace at its edges none)."""
-    return r"\s+".join(re.escape(word) for word in piece.split())
+    return r"\s+".join(re.escape(word) for word in unicodedata.normalize("NFC", piece).split())
 
 
 def fragment_text(text: str, ranges: Sequence[Range]) -> str:

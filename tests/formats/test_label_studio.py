@@ -90,7 +90,9 @@ def test_tasks_without_annotations_are_counted_not_converted(tmp_path):
     [
         ([{"id": 4, "data": {"text": TEXT}, "annotations": [{"result": [region("a", 8, 19), relation("a", "zz")]}]}],
          r"export.json:2: task 4: a relation from a to zz points to region zz, which is not in the annotation"),
-        ([{"id": 5, "data": {"txt": TEXT}, "annotations": []}], r"export.json:2: task 5: no text under data.text"),
+        ([{"id": 5, "data": {"txt": TEXT, "site": "forum"}, "annotations": []}],
+         r"export.json:2: task 5: no text under data.text \(the data's strings: txt, site\); name its key with --text-key"),
+        ([{"id": 7, "text": 3}], r"export.json:2: task 7: a task is an object with 'data' \(JSON export\) or with its text \(JSON-MIN export\)"),
         ([{"id": 6, "data": {"text": "short"}, "annotations": [{"result": [region("a", 0, 99)]}]}],
          r"export.json:2: task 6: offset 99 is not within the text of 5 characters"),
         ([{"id": 8, "data": {"text": "short"}, "annotations": [{"result": [region("a", 0, 5), region("a", 0, 2), region("b", 3, 5), relation("a", "b")]}]}],
@@ -187,3 +189,19 @@ def test_results_of_other_types_and_regions_with_spaces_at_their_edges(tmp_path)
     docs_to_label_studio([doc], tmp_path / "tasks.json")
     (task,) = json.loads((tmp_path / "tasks.json").read_text(encoding="utf8"))
     assert task["predictions"][0]["result"][0]["value"] == {"start": 7, "end": 13, "text": " pain ", "labels": ["ADR"]}
+
+
+def test_json_min_exports_other_text_keys_and_python_offsets(tmp_path):
+    """What else writes Label Studio tasks: its JSON-MIN export, data whose text is not under
+    'text', and a script's import whose offsets count Python characters, not UTF-16 units."""
+    rows = [
+        {"id": 1, "content": TEXT, "label": [{"start": 8, "end": 12, "text": "pain", "labels": ["ADR"]}], "annotator": 4, "annotation_id": 7, "lead_time": 2.5},
+        {"id": 2, "content": "Nothing here ."},
+    ]  # fmt: skip
+    docs = list(read_label_studio(export(tmp_path, rows), VOCAB, tokenizer=TOKENIZER))
+    assert [(e.label, e.text) for e in get_entities(docs[0])] == [("ADR", "pain")]
+    assert docs[0].user_data["w2ner_label_studio"]["annotator"] == 4 and docs[0].user_data["w2ner_label_studio"]["text_key"] == "content"
+    assert docs[1].user_data["w2ner_not_a_document"] == "task without annotations"
+    python = [{"id": 3, "data": {"text": TEXT}, "annotations": [{"result": [region("t", 39, 44, "TIME", "today")]}]}]  # 40-45 in UTF-16
+    (doc,) = read_label_studio(export(tmp_path, python), VOCAB, tokenizer=TOKENIZER)
+    assert [(e.label, e.text) for e in get_entities(doc)] == [("TIME", "today")]
