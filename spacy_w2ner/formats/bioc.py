@@ -770,9 +770,14 @@ def _xml_safe(item):
 
 
 def _element(element) -> str:
-    """The element as XML text (indented between elements, texts unchanged)."""
+    """The element as XML text (indented between elements, texts unchanged; an annotation's
+    <text> left out where it has none, as in its source)."""
     from lxml import etree
 
+    for annotation in element.iter("annotation"):
+        for text in annotation.findall("text"):
+            if text.text is None:
+                annotation.remove(text)
     return etree.tostring(element, encoding="unicode", pretty_print=True)
 
 

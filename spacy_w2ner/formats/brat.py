@@ -28,7 +28,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from .base import NAME_KEY, FormatError, read_text
-from .standoff import Mention, Reading, Skips, Tokenizer, mentions_of
+from .standoff import Mention, Reading, Skips, Tokenizer, fragment_text, mentions_of
 
 _ID = re.compile(r"([A-Za-z]+)(\d+)")
 _BRAT_T_ID = re.compile(r"T\d+")
@@ -197,7 +197,7 @@ def docs_to_brat(
             continue
         names.add(name)
         where = f"doc {index} ({name!r})"
-        lines = [_ann_line(entity_id, mention, where, report) for entity_id, mention in _numbered(mentions_of(doc, spans_key))]
+        lines = [_ann_line(entity_id, mention, doc.text, where, report) for entity_id, mention in _numbered(mentions_of(doc, spans_key))]
         written.append(_write_brat_document(out_dir / Path(*relative.parts), doc.text, [line for line in lines if line]))
     return written
 
@@ -211,14 +211,14 @@ def _numbered(mentions: List[Mention]) -> List[Tuple[str, Mention]]:
     return [(f"T{k + 1}", mention) for k, mention in enumerate(mentions)]
 
 
-def _ann_line(entity_id: str, mention: Mention, where: str, report: Callable[[str], None]) -> Optional[str]:
+def _ann_line(entity_id: str, mention: Mention, text: str, where: str, report: Callable[[str], None]) -> Optional[str]:
     """The entity's line of the .ann file (the source annotation's offsets and text where it is
     one, unchanged); None (reported) when brat cannot hold its label."""
     if not mention.label or any(c.isspace() for c in mention.label):
         report(f"{where}: the {mention.label!r} entity {mention.text!r} cannot be written in brat (its label has whitespace); left out")
         return None
     offsets = ";".join(f"{start} {end}" for start, end in mention.ranges)
-    return f"{entity_id}\t{mention.label} {offsets}\t{_clean(mention.text)}\n"
+    return f"{entity_id}\t{mention.label} {offsets}\t{_clean(mention.text if mention.text is not None else fragment_text(text, mention.ranges))}\n"
 
 
 def _write_brat_document(base: Path, text: str, lines: List[str]) -> Path:

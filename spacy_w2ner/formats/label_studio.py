@@ -81,7 +81,7 @@ def read_label_studio(
             skips.save(doc)
             yield doc
         for k, item in enumerate(chosen):
-            mentions, names = _mentions(item.get("result") or [], text, where, skips)
+            mentions, names = _mentions(item.get("result") or [], text, where, skips, other_texts=set(meta["data"]))
             doc = reading.doc(text, mentions, skips, where)
             doc.user_data[NAME_KEY] = name if annotations != "all" else f"{name}-{item.get('id', k)}"
             doc.user_data[LABEL_STUDIO_KEY] = {**meta, **names, "annotation": item.get("id"), "annotator": item.get("completed_by")}
@@ -153,8 +153,9 @@ def _when(item: Dict[str, Any]) -> str:
     return str(item.get("updated_at") or item.get("created_at") or "")
 
 
-def _mentions(results: List[Any], text: str, where: str, skips: Skips) -> Tuple[List[Mention], Dict[str, str]]:
-    """The entities of one annotation's results: regions joined by fragment relations."""
+def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_texts=frozenset()) -> Tuple[List[Mention], Dict[str, str]]:
+    """The entities of one annotation's results: regions joined by fragment relations (a region of
+    another of the task's texts, its ``to_name`` one of ``other_texts``, is listed, not read)."""
     regions: List[Tuple[str, str, Tuple[int, int], Optional[str]]] = []  # (region id, label, range, text)
     links: List[Tuple[str, str, List[str]]] = []
     names: Dict[str, str] = {}
@@ -162,7 +163,7 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips) -> Tuple[
     for k, result in enumerate(results):
         kind = result.get("type") if isinstance(result, dict) else None
         value = result.get("value") if isinstance(result, dict) else None
-        if kind == "labels" and isinstance(value, dict) and "start" in value and "end" in value:
+        if kind == "labels" and isinstance(value, dict) and "start" in value and "end" in value and result.get("to_name") not in other_texts:
             edges = _region_range(value, text, to_python, where)
             for region_id, label in _labelled(result, k, where):
                 regions.append((region_id, label, edges, value.get("text")))
@@ -170,7 +171,7 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips) -> Tuple[
         elif kind == "relation":
             links.append((str(result.get("from_id")), str(result.get("to_id")), result.get("labels") or []))
         else:
-            what = f"a {kind} result" if kind != "labels" else "a labels result without start and end (no text region)"
+            what = f"a {kind} result" if kind != "labels" else f"a labels result of {result.get('to_name')}, not of the text" if result.get("to_name") in other_texts else "a labels result without start and end (no text region)"
             skips.skip(str(result.get("id", f"#{k}")) if isinstance(result, dict) else f"#{k}", OTHER_RESULT, f"{what} is not an entity", what="result")
     return _joined(regions, links, where, skips), names
 

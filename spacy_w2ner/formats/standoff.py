@@ -268,10 +268,10 @@ def _put(doc: Doc, mentions: List[Mention], spans_key: str, skips: "Skips") -> N
 
 def _saved(doc_text: str, mention: Mention) -> Dict[str, Any]:
     """What the way back needs of a source annotation: label, ranges (locations), extra, and its
-    text where it is not the ranges' text joined by a space."""
+    text (or None: it had none) where it is not the ranges' text joined by a space."""
     saved: Dict[str, Any] = {"label": mention.label, "ranges": [list(r) for r in mention.ranges], "extra": mention.extra}
-    if mention.text is not None and mention.text != fragment_text(doc_text, mention.ranges):
-        saved["text"] = mention.text
+    if mention.text != fragment_text(doc_text, mention.ranges):
+        saved["text"] = mention.text  # None where the source had no text
     return saved
 
 

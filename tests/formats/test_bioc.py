@@ -264,3 +264,10 @@ def test_sentences_from_the_file_else_the_sentencizer_never_inside_an_entity(tmp
     counts = summary_line(cli("convert", "bioc", plain, tmp_path / "out"))
     assert (counts["sentences"], counts["sentences_joined_for_entities"]) == (3, 1)
     assert "sentences" not in summary_line(cli("convert", "bioc", plain, tmp_path / "out", "--no-sentencizer"))
+
+
+def test_an_annotation_without_text_comes_back_without_text(tmp_path):
+    source = write(tmp_path, "c.xml", COLLECTION.replace("<text>pain in her knees</text>", ""))
+    docs = list(read_bioc(source, VOCAB, tokenizer=spacy.blank("en").tokenizer))
+    assert len(get_entities(docs[0])) == 3
+    assert contents(docs_to_bioc(docs, tmp_path / "out.xml")) == contents(source)

@@ -181,11 +181,13 @@ def test_results_of_other_types_and_regions_with_spaces_at_their_edges(tmp_path)
         {"id": "img", "type": "rectanglelabels", "from_name": "box", "to_name": "image", "value": {"x": 1, "y": 2, "rectanglelabels": ["Cat"]}},
         {"id": "para", "type": "labels", "from_name": "label", "to_name": "dialogue", "value": {"labels": ["ADR"], "start": "/p[1]", "startOffset": 0}},
         {"id": "t", "type": "textarea", "from_name": "note", "to_name": "text", "value": {"text": ["severe"]}},
+        dict(region("h", 0, 4, "ADR", "Pain"), to_name="title"),  # a region of the task's other text
     ]
-    path = export(tmp_path, [{"id": 1, "data": {"text": TEXT}, "annotations": [{"result": results}]}])
+    path = export(tmp_path, [{"id": 1, "data": {"text": TEXT, "title": "Pain"}, "annotations": [{"result": results}]}])
     (doc,) = read_label_studio(path, VOCAB, tokenizer=TOKENIZER)
     assert [(e.label, e.text) for e in get_entities(doc)] == [("ADR", "pain")]
-    assert [(what, kind) for what, kind, _ in skipped(doc)] == [("result img", "not a labels region"), ("result para", "not a labels region"), ("result t", "not a labels region")]
+    assert [(what, kind) for what, kind, _ in skipped(doc)] == [(f"result {k}", "not a labels region") for k in ("img", "para", "t", "h")]
+    assert skipped(doc)[-1][2] == "a labels result of title, not of the text is not an entity"
     docs_to_label_studio([doc], tmp_path / "tasks.json")
     (task,) = json.loads((tmp_path / "tasks.json").read_text(encoding="utf8"))
     assert task["predictions"][0]["result"][0]["value"] == {"start": 7, "end": 13, "text": " pain ", "labels": ["ADR"]}
