@@ -16,6 +16,13 @@ from ._util import _blank_nlp, _check_keys, _fail, _output_dir, _output_file, _p
 DOCUMENTS = "brat, bioc, pubtator, label-studio"
 
 
+def _summary(sentence_docs: bool = False) -> "formats.CorpusSummary":
+    """The counts a command prints, with the entities the grid cannot hold (THW conflicts)."""
+    from ..grid.codec import thw_conflicts
+
+    return formats.CorpusSummary(sentence_docs=sentence_docs, conflicts=thw_conflicts)
+
+
 def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
     """Pass docs through, copying their entities to doc.ents (FormatError when one cannot go)."""
     from ..entities import copy_entities_to_ents
@@ -96,7 +103,7 @@ def convert(
         raise typer.BadParameter(str(err))
     name = name or (input_path.name if input_path.is_dir() else input_path.stem)
     output_path = output_dir / (name + ".spacy")
-    summary = formats.CorpusSummary(sentence_docs=fmt.one_doc_per != "document")
+    summary = _summary(sentence_docs=fmt.one_doc_per != "document")
     try:
         formats.write_docbin(_progress(_listing_skipped(_with_ents(docs, spans_key) if ents else docs)), output_path, spans_key, summary=summary)
     except formats.FormatError as err:
@@ -170,7 +177,7 @@ def export(
     with source:  # read twice, one Doc at a time: counted and checked, then written
         keys: set = set()
         relations: Counter = Counter()  # relations kept with the docs, per format they were read from
-        summary = formats.summarize((_noting_keys(doc, keys, relations) for doc in _progress(source.docs(vocab))), spans_key)
+        summary = formats.summarize((_noting_keys(doc, keys, relations) for doc in _progress(source.docs(vocab))), spans_key, summary=_summary())
         _check_keys(summary.documents, keys, spans_key, str(input_path))
         if output_format == "pubtator" and summary.discontinuous and "discontinuous" not in options:
             _fail(f"{input_path}: {summary.discontinuous} discontinuous entities, which PubTator cannot hold: "
@@ -253,7 +260,7 @@ def split(
     dev = [doc for i, doc in enumerate(docs, start=1) if i % every == 0]
     train = [doc for i, doc in enumerate(docs, start=1) if i % every != 0]
     for name, part in (("train", train), ("dev", dev)):
-        summary = formats.write_docbin(part, output_dir / f"{name}.spacy", spans_key)
+        summary = formats.write_docbin(part, output_dir / f"{name}.spacy", spans_key, summary=_summary())
         typer.echo(f"{name}: " + json.dumps(summary.as_dict(), ensure_ascii=False))
 
 
@@ -282,7 +289,7 @@ def filter_entities(
         kept = [entity for entity in entities if not entity.is_discontinuous]
         removed += len(entities) - len(kept)
         set_entities(doc, [(e.label, e.tokens, e.score) for e in kept], spans_key)
-    summary = formats.write_docbin(docs, output_path, spans_key)
+    summary = formats.write_docbin(docs, output_path, spans_key, summary=_summary())
     typer.echo(f"{input_path} -> {output_path}: removed {removed} discontinuous entities")
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
 

@@ -2,12 +2,11 @@
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Union
+from typing import Callable, Dict, Iterable, List, Optional, Union
 
 from spacy.tokens import Doc
 
-from ..entities import get_entities, overlapping
-from ..grid.codec import thw_conflicts
+from ..entities import Entity, get_entities, overlapping
 from ..messages import not_utf8
 
 # Keys of ``doc.user_data`` written by the readers (kept in a DocBin with user data).
@@ -40,7 +39,8 @@ class CorpusSummary:
     ``as_dict`` leaves it out. ``ignored`` counts annotations that are not entities
     (brat relations, events, attributes, notes), per kind; ``repaired`` counts
     entities read from a malformed tag sequence (e.g. a BIO entity starting with
-    ``I-``); ``thw_conflicts`` counts entities with the same first and last token as an
+    ``I-``); ``thw_conflicts`` counts, with ``conflicts`` (the grid codec's ``thw_conflicts``, given
+    by the commands, so that formats need not know the grid), entities with the same first and last token as an
     entity of another label, which W2NER cannot learn (one label per tail-to-head grid
     cell: the first entity's). The three are left out of ``as_dict`` when there are none, as are
     ``not_documents``: inputs that were no document (``NOT_A_DOCUMENT_KEY``), per reason;
@@ -65,6 +65,7 @@ class CorpusSummary:
     not_read: Counter = field(default_factory=Counter)
     tokens_split: int = 0
     sentences_joined: int = 0
+    conflicts: Optional[Callable[[List[Entity]], int]] = field(default=None, repr=False, compare=False)
     _sentences: int = field(default=0, repr=False)
     _sentences_known: bool = field(default=True, repr=False)
 
@@ -79,7 +80,7 @@ class CorpusSummary:
         self.entities += len(entities)
         self.discontinuous += sum(e.is_discontinuous for e in entities)
         self.overlapping += len(overlapping(entities))
-        self.thw_conflicts += thw_conflicts(entities)
+        self.thw_conflicts += self.conflicts(entities) if self.conflicts is not None else 0
         self.per_label.update(e.label for e in entities)
         self.ignored.update(doc.user_data.get(IGNORED_KEY, {}))
         self.repaired += int(doc.user_data.get(REPAIRED_KEY, 0))
@@ -123,9 +124,9 @@ class CorpusSummary:
         return result
 
 
-def summarize(docs: Iterable[Doc], spans_key: str = "w2ner", sentence_docs: bool = False) -> CorpusSummary:
-    """The counts of docs, without writing them."""
-    summary = CorpusSummary(sentence_docs=sentence_docs)
+def summarize(docs: Iterable[Doc], spans_key: str = "w2ner", sentence_docs: bool = False, summary: Optional[CorpusSummary] = None) -> CorpusSummary:
+    """The counts of docs, without writing them (added to ``summary`` if given)."""
+    summary = CorpusSummary(sentence_docs=sentence_docs) if summary is None else summary
     for doc in docs:
         summary.add(doc, spans_key)
     return summary

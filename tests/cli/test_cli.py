@@ -248,3 +248,12 @@ def test_document_names_survive_spacy_apply_and_export(tmp_path, trained_nlp):
         "notes/visit1.ann", "visit2.ann"
     ]
     assert "SYM" in (tmp_path / "out" / "visit2.ann").read_text()
+
+
+def test_the_counts_name_entities_the_grid_cannot_hold(tmp_path):
+    """Two entities with the same first and last word and other labels share a THW cell: every
+    command's counts say so (the grid codec's count, given to the formats' summary by the CLI)."""
+    records = [{"sentence": ["New", "York", "City"], "ner": [{"index": [0, 1, 2], "type": "LOC"}, {"index": [0, 2], "type": "ORG"}]}]
+    counts = summary_line(cli("convert", "w2ner-json", write(tmp_path, "c.json", json.dumps(records)), tmp_path))
+    assert counts["thw_conflicts"] == 1
+    assert summary_line(cli("export", "w2ner-json", tmp_path / "c.spacy", tmp_path / "back.json"))["thw_conflicts"] == 1
