@@ -535,8 +535,10 @@ class BioCWriter:
     fragment (the source's locations where it is the source annotation unchanged), its id (made
     unique in the document where it is not, unless the source repeated it) and the source's other
     infons. The relations read with a Doc are written where they were (document, passage or
-    sentence), each whose nodes all refer to annotations (or relations) of the document written;
-    the others are left out and named in ``problems`` (a list given to the writer).
+    sentence), each whose nodes all refer to annotations (or relations) of the document written,
+    or to what the source itself did not have; the others (a relation of an annotation that was no
+    entity, gold relations beside predicted entities) are left out and named in ``problems`` (a
+    list given to the writer).
 
     ``resume``: (byte size, ``state()``) at a checkpoint, to go on writing after it (annotate).
     """
@@ -605,7 +607,8 @@ class BioCWriter:
 
     def _complete(self, relation: Dict[str, Any]) -> bool:
         """Whether every node of the relation refers to an annotation or relation of the open
-        document; one that does not is named in ``problems``."""
+        document (or to an id its source did not have either); one that does not is named in
+        ``problems``."""
         known = set(self.open["ids"]) | set(self.open.get("relation_ids", [])) | set(relation.get("unresolved", []))
         missing = [node["refid"] for node in relation["nodes"] if node["refid"] not in known]
         if missing and self.problems is not None:
