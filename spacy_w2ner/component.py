@@ -31,7 +31,7 @@ from .entities import (
 from .grid.codec import n_relations
 from .grid.segments import decode_segments
 from .grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
-from .memory import ReleasingPipe, available_memory_bytes
+from .memory import ReleaseEvery, ReleasingPipe, available_memory_bytes
 from .model.architecture import GridTrainingStep
 from .model.loss import grid_cross_entropy
 from .model.grid_scorer import build_for_loading, grid_bytes_per_cell, grid_device, grid_scorer_dims, legacy_grid_scorer_dims
@@ -315,6 +315,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
             return gradient
 
         step.backprop_each(gradient_of)
+        del step  # the step's activations, freed: the heap goes back to the system (CPU)
+        ReleaseEvery(self.model.ops, 0).add(1)
         self._warnings.count(self.name, "thw_conflict", totals["conflicts"])
         if sgd is not None:
             self.finish_update(sgd)

@@ -32,7 +32,7 @@ def chunked_transformer_model(
     last_layers: int = 1,
     mixed_precision_dtype: str = "float16",
     pack_spans: bool = True,
-    training_pass_wordpieces: int = 2048,
+    training_pass_wordpieces: int = 1024,
 ) -> Model:
     """spacy-transformers' ``TransformerModel.v3`` that runs at most ``max_spans_per_pass``
     spans through the encoder at once when predicting, and whose output can be the mean
@@ -113,7 +113,7 @@ def chunked_transformer_model_v2(
     mixed_precision_dtype: str = "float16",
     int8_layers: List[str] = [],
     pack_spans: bool = True,
-    training_pass_wordpieces: int = 2048,
+    training_pass_wordpieces: int = 1024,
 ) -> Model:
     """``ChunkedTransformerModel.v1`` whose encoder's Linear layers that ``int8_layers`` matches
     (regular expressions over the layer names, ``re.search``) are int8 for CPU inference
