@@ -5,6 +5,7 @@ Everything runs on a tiny random BERT (2 layers, its WordPiece vocabulary learnt
 corpus, so that many words are several wordpieces) saved without a masked-LM head, as the
 sentence encoders we use are."""
 import json
+import os
 import random
 import subprocess
 import sys
@@ -247,6 +248,11 @@ def test_the_adapted_encoder_loads_with_automodel_and_as_a_w2ner_configs_encoder
     assert losses[-1] < losses[0] and all(e["train_loss"] is not None for e in record["evaluations"][1:])
     adapted, info = AutoModel.from_pretrained(str(uninterrupted), output_loading_info=True)
     assert info["missing_keys"] == []
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {path.name: path.stat().st_mode & 0o777 for path in uninterrupted.iterdir()} == {name: 0o666 & ~umask for name in [
+        "adapt.json", "config.json", "model.safetensors", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+    ]}  # fmt: skip
     masked_lm, original = AutoModelForMaskedLM.from_pretrained(str(uninterrupted)), AutoModel.from_pretrained(str(encoder))
     for name, tensor in adapted.state_dict().items():
         source = original if name.startswith("pooler.") else masked_lm.bert  # the pooler: as it was

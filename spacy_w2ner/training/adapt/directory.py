@@ -68,15 +68,20 @@ class AdaptDirectory:
 
     def install(self, write_encoder: Callable[[Path], None]) -> List[str]:
         """Write the encoder's files (``write_encoder`` fills a temporary folder) into DIR, each
-        moved into place whole; return their names. A kill in between leaves the run unfinished:
+        moved into place whole, readable as the umask allows (safetensors writes its files for
+        their owner alone); return their names. A kill in between leaves the run unfinished:
         resumed, it writes them again from its final checkpoint."""
         temporary = self.path / ".encoder.tmp"
         remove_tree(temporary)
         write_encoder(temporary)
         names = sorted(path.name for path in temporary.iterdir())
+        umask = os.umask(0)
+        os.umask(umask)
         for name in names:
             if (self.path / name).is_dir():
                 remove_tree(self.path / name)
+            if (temporary / name).is_file():
+                os.chmod(temporary / name, 0o666 & ~umask)
             os.replace(temporary / name, self.path / name)
         remove_tree(temporary)
         return names
