@@ -17,7 +17,7 @@ from ..model.types import no_backprop
 from ..nn.fused_adam import check_half_dtype, fuse_updates
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
-from .packing import TOLERANCE, PackedWordpieces, largest_difference, pack, pooled_output, unpack_outputs
+from .packing import PackedWordpieces, pack, packing_offset, pooled_output, unpack_outputs
 
 
 @registry.architectures("spacy_w2ner.ChunkedTransformerModel.v1")
@@ -211,23 +211,14 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
 
 
 def _packs(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray) -> bool:
-    """Whether this encoder trains on packed spans: decided once (``packing.py``), on a few
-    spans of its first batch, by comparing their packed vectors with a padded pass's, with
-    positions counted from 0 and from the padding id + 1 (RoBERTa's and MPNet's way)."""
+    """Whether this encoder trains on packed spans: decided once (``packing.packing_offset``), on
+    a few spans of its first batch, by comparing their packed vectors with a padded pass's."""
     if model.attrs.get("packs") is None:
         sample = numpy.argsort(widths)[: 4]
         spans = _take_spans(wordpieces, sample, int(widths[sample].max()))
-        padded = pytorch_forward(model, spans, False)[0]
         pad_id = getattr(model.shims[0]._model.config, "pad_token_id", None)
-        model.attrs["packs"] = False
-        for offset in [0] + ([pad_id + 1] if pad_id is not None else []):
-            try:
-                packed = pytorch_forward(model, pack(spans, widths[sample], offset), False)[0]
-            except (ValueError, TypeError, RuntimeError):
-                break  # the encoder takes no position ids or 3D mask
-            if largest_difference(packed, padded, widths[sample]) <= TOLERANCE * max(1.0, float(padded.last_hidden_state.abs().max())):
-                model.attrs.update(packs=True, position_offset=offset)
-                break
+        offset = packing_offset(lambda batch: pytorch_forward(model, batch, False)[0], spans, widths[sample], pad_id)
+        model.attrs.update(packs=offset is not None, position_offset=offset)
     return model.attrs["packs"]
 
 
