@@ -35,45 +35,26 @@ def chunked_transformer_model(
     training_pass_wordpieces: int = 1024,
 ) -> Model:
     """spacy-transformers' ``TransformerModel.v3`` that runs at most ``max_spans_per_pass``
-    spans through the encoder at once when predicting, and whose output can be the mean
-    of the encoder's ``last_layers`` top layers.
+    spans through the encoder at once when predicting, whose output can be the mean of the
+    encoder's ``last_layers`` top layers, and whose training memory is bounded too.
 
-    spacy-transformers encodes all the strided spans of a batch of docs in one
-    forward pass, so one 50,000-token doc (about 500 spans of 128 tokens) holds
-    the activations of every span at once, over a gigabyte for a small encoder.
-    Here inference runs the spans in chunks and concatenates the outputs, which
-    gives the same vectors with memory bounded by the chunk. The chunks group spans of
-    similar length, each cut to its own longest span: a batch of sentences in the order
-    they come pads every sentence to the batch's longest (CADEC's test set: 3.4 times its
-    wordpieces in batches of 64), and the encoder's work grows with the padding. Training
-    is unchanged (the backward pass needs all activations).
+    spacy-transformers encodes all the strided spans of a batch of docs in one forward pass,
+    so one 50,000-token doc (about 500 spans of 128 tokens) holds the activations of every
+    span at once. Here inference runs the spans in chunks of similar length, each cut to its
+    own longest span (CADEC's test set padded to each batch's longest was 3.4 times its
+    wordpieces), the outputs concatenated: the same vectors in bounded memory. Training packs
+    the spans into rows, and encodes a large batch in recomputed passes
+    (``_set_training_passes``: ``pack_spans``, ``training_pass_wordpieces``).
 
-    ``last_layers`` > 1 replaces the output's ``last_hidden_state`` by the mean of the
-    top ``last_layers`` hidden layers (the reference W2NER's ``use_bert_last_4_layers``),
-    computed in the torch graph, so gradients flow into all of them. Listeners see it as
-    the usual last hidden state.
+    ``last_layers`` > 1 replaces ``last_hidden_state`` by the mean of the top ``last_layers``
+    hidden layers (the reference W2NER's ``use_bert_last_4_layers``), in the torch graph.
 
-    Built from ``TransformerModel.v3`` with public APIs only: its encoder node
-    (``hf-pytorch``) is replaced (``Model.replace_node``) by one with the same name,
-    shim and weights whose forward runs Thinc's PyTorch forward per chunk and whose
-    input/output converters ask the encoder for its hidden states and average the top
-    ones. The node tree and the serialized weights are those of ``TransformerModel.v3``.
-
-    Its shim updates the encoder's weights in one fused optimizer step, and
-    ``mixed_precision`` autocasts to ``mixed_precision_dtype`` ("bfloat16": no loss
-    scaling, so the grad scaler is off unless ``grad_scaler_config`` turns it on);
-    see ``nn.fused_adam``.
-
-    ``pack_spans``: training packs a batch's spans into rows (``packing.py``) where the encoder
-    gives the padded pass's vectors so (probed once); ``false`` always pads them (on a GPU,
-    padding costs less than on a CPU: bench/README.md "GPU").
-
-    ``training_pass_wordpieces``: a training batch of more wordpieces than this (documents: 16
-    abstracts are about 6,400) is encoded in passes of at most this many, whose activations are
-    recomputed in the backward pass (``_train_recomputing``): the encoder's training memory
-    follows one pass (MiniLM about 350 KB a wordpiece, MPNet about 1.2 MB), not the batch, for
-    one more forward pass of the encoder. Smaller batches (sentences) train as before; 0 never
-    recomputes.
+    Built from ``TransformerModel.v3`` with public APIs only: its encoder node (``hf-pytorch``)
+    is replaced (``Model.replace_node``) by one with the same name, shim and weights; the node
+    tree and the serialized weights are ``TransformerModel.v3``'s. Its shim updates the
+    encoder in one fused optimizer step, and ``mixed_precision`` autocasts to
+    ``mixed_precision_dtype`` ("bfloat16": no loss scaling unless ``grad_scaler_config`` turns
+    it on); see ``nn.fused_adam``.
     """
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
@@ -91,11 +72,7 @@ def chunked_transformer_model(
     keep_hidden_states = bool(transformer_config.get("output_hidden_states", False))
     chunked = _chunked_encoder(encoder, max_spans_per_pass, last_layers, keep_hidden_states)
     chunked.attrs["loss_scaling"] = bool(grad_scaler_config["enabled"])
-    if not pack_spans:
-        chunked.attrs["packs"] = False
-    if training_pass_wordpieces < 0:
-        raise ValueError(f"training_pass_wordpieces must be 0 (off) or more, got {training_pass_wordpieces}")
-    chunked.attrs["training_pass_wordpieces"] = training_pass_wordpieces
+    _set_training_passes(chunked, pack_spans, training_pass_wordpieces)
     model.replace_node(encoder, chunked)
     return model
 
@@ -152,6 +129,23 @@ def _chunked_encoder(encoder: Model, max_spans_per_pass: int, last_layers: int, 
             "keep_hidden_states": keep_hidden_states,
         },
     )
+
+
+def _set_training_passes(chunked: Model, pack_spans: bool, training_pass_wordpieces: int) -> None:
+    """``pack_spans``: training packs a batch's spans into rows (``packing.py``) where the encoder
+    gives the padded pass's vectors so (probed once); false always pads them.
+
+    ``training_pass_wordpieces``: a training batch of more wordpieces than this (documents: 16
+    abstracts are about 6,400) is encoded in passes of at most this many, whose activations are
+    recomputed in the backward pass (``_train_recomputing``): the encoder's training memory
+    follows one pass (MiniLM about 350 KB a wordpiece, MPNet about 1.2 MB), not the batch, for
+    one more forward pass of the encoder. Smaller batches (sentences) train as before; 0 never
+    recomputes."""
+    if not pack_spans:
+        chunked.attrs["packs"] = False
+    if training_pass_wordpieces < 0:
+        raise ValueError(f"training_pass_wordpieces must be 0 (off) or more, got {training_pass_wordpieces}")
+    chunked.attrs["training_pass_wordpieces"] = training_pass_wordpieces
 
 
 def node_named(model: Model, name: str) -> Model:
