@@ -16,6 +16,7 @@ documents. A "sentence documents" case trains on the same sentences, one Doc eac
 of the sentence corpora the project was built on, for comparison.
 """
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def make_documents(sentences_path: str, length: int, n_docs: int, with_sentences
     from spacy_w2ner import get_entities, set_entities
 
     nlp = spacy.blank("en")
-    source = DocBin().from_disk(sentences_path).get_docs(nlp.vocab)
+    source = itertools.cycle(list(DocBin().from_disk(sentences_path).get_docs(nlp.vocab)))  # 90,000 tokens at 5,000 x 18
     docs = []
     for _ in range(n_docs):
         parts, tokens = [], 0
