@@ -28,13 +28,13 @@ from .entities import (
     without_edge_whitespace,
 )
 from .grid.codec import n_relations
-from .grid.segments import decode_segments
+from .grid.segments import SegmentGrid, decode_segments
 from .grid.targets import count_unlearnable, gold_entities, gold_grids
 from .memory import ReleasingPipe
 from .model.loss import grid_cross_entropy
 from .model.grid_scorer import build_for_loading, grid_scorer_dims, legacy_grid_scorer_dims
 from .model.predictions import segment_grids
-from .model.types import GridBatch
+from .model.types import GridBatch, LinkThresholds, check_link_threshold
 from .nn.fused_adam import ScaledOptimizer
 from .scorer import score_entities
 
@@ -84,6 +84,8 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
         "set_ents": False,
         "learn_rate_scale": 1.0,
         "threshold": 0.0,
+        "nnw_threshold": None,
+        "thw_threshold": None,
         "scorer": {"@scorers": "spacy_w2ner.entity_scorer.v1"},
     },
     default_score_weights={
@@ -105,6 +107,8 @@ def make_w2ner(
     learn_rate_scale: float,
     threshold: float,
     scorer: Optional[Callable],
+    nnw_threshold: Optional[float] = None,
+    thw_threshold: Optional[float] = None,
 ) -> "W2NER":
     """Flat, nested and discontinuous entities with W2NER, in ``doc.spans[spans_key]``.
 
@@ -115,6 +119,8 @@ def make_w2ner(
         pretrained encoder (the paper: 1e-3 vs 1e-5..5e-5); with a transformer,
         set the optimizer's rate for the encoder and scale the head up.
     threshold: entities scoring below it are not written (0.0 keeps every entity).
+    nnw_threshold, thw_threshold: read a cell as NNW / THW when that link's probability is at least
+        this (null: the arg-max relation; ``model.types.LinkThresholds``); ``tune-thresholds`` chooses them.
     """
     return W2NER(
         nlp.vocab,
@@ -126,6 +132,7 @@ def make_w2ner(
         learn_rate_scale=learn_rate_scale,
         threshold=threshold,
         scorer=scorer,
+        nnw_threshold=nnw_threshold, thw_threshold=thw_threshold,
     )
 
 
@@ -147,6 +154,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
         learn_rate_scale: float = 1.0,
         threshold: float = 0.0,
         scorer: Optional[Callable] = score_entities,
+        nnw_threshold: Optional[float] = None,
+        thw_threshold: Optional[float] = None,
     ) -> None:
         if learn_rate_scale <= 0:
             raise ValueError(f"learn_rate_scale must be positive, got {learn_rate_scale}")
@@ -160,6 +169,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self.set_ents = set_ents
         self.learn_rate_scale = learn_rate_scale
         self.threshold = threshold
+        self.link_thresholds = LinkThresholds(nnw_threshold, thw_threshold)
         self.scorer = scorer
         # labels; nI and nO (the grid network's dims) once initialized
         self.cfg: Dict[str, object] = {"labels": []}
@@ -173,6 +183,17 @@ class W2NER(ReleasingPipe, TrainablePipe):
     @threshold.setter
     def threshold(self, value: float) -> None:
         self._threshold = check_threshold(value)
+
+    @property
+    def link_thresholds(self) -> LinkThresholds:
+        """The probabilities at which cells are read as NNW and THW links (``None``: the arg-max)."""
+        return self._link_thresholds
+
+    @link_thresholds.setter
+    def link_thresholds(self, value: LinkThresholds) -> None:
+        checked = LinkThresholds(check_link_threshold("nnw_threshold", value.nnw), check_link_threshold("thw_threshold", value.thw))
+        self._link_thresholds = checked
+        self.model.attrs["link_thresholds"] = checked  # what the model's forward reads (not saved with it)
 
     @property
     def warning_counts(self):
@@ -250,7 +271,11 @@ class W2NER(ReleasingPipe, TrainablePipe):
         max_window = self.model.attrs["max_window"]
         unsegmented = sum(len(doc) > max_window and not doc.has_annotation("SENT_START") for doc in docs)
         self._warnings.count(self.name, "no_sentences", unsegmented, max_window=max_window)
-        grids = segment_grids(self.model.predict(docs))
+        return self.entities_from_grids(docs, segment_grids(self.model.predict(docs)))
+
+    def entities_from_grids(self, docs: Sequence[Doc], grids: Iterable[SegmentGrid]) -> List[List[Entity]]:
+        """``predict``'s entities from the docs' segment grids (relation ids and confidences per
+        cell): decoded, labelled by name, none starting or ending on whitespace."""
         found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge)
         self._warnings.count(self.name, "truncated", truncated)
         return [

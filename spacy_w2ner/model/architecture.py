@@ -20,7 +20,7 @@ from .grid_scorer import build_grid_scorer, grid_scorer_layer
 from .hyperparameters import check_positive_int, validate_hyperparameters
 from .padding import add_unpadded
 from .predictions import HostGrids
-from .types import GridBatch, ScoredBatch
+from .types import GridBatch, LinkThresholds, ScoredBatch
 
 
 @registry.architectures("spacy_w2ner.W2NER.v1")
@@ -118,17 +118,23 @@ def _infer_width(tok2vec: Model, X: Optional[List[Doc]]) -> int:
 RELEASE_CELLS = 4 * 256 * 256
 
 
+def link_thresholds(model: Model) -> Optional[LinkThresholds]:
+    """The link thresholds predicting reads cells with (set by the component; ``None``: the arg-max)."""
+    return model.attrs.get("link_thresholds")
+
+
 def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
     words, batches = score_docs(model, docs, is_train)
     outputs: List[GridBatch] = []
     trained: List[ScoredBatch] = []
     release = ReleaseEvery(model.ops, RELEASE_CELLS)
+    thresholds = None if is_train else link_thresholds(model)
     for batch in batches:
         if is_train:
             outputs.append(GridBatch(batch.segments, batch.logits))
             trained.append(batch)
         else:  # the device goes on with the next batch while this one is copied
-            outputs.append(GridBatch(batch.segments, predicted=HostGrids(batch.logits)))
+            outputs.append(GridBatch(batch.segments, predicted=HostGrids(batch.logits, thresholds)))
             cells = len(batch.segments) * batch.rows.longest**2
             del batch  # its logits are freed before the trim
             release.add(cells)
