@@ -72,6 +72,24 @@ class LinkThresholds:
         return self.nnw is None and self.thw is None
 
 
+@dataclass(frozen=True)
+class TripletSettings:
+    """The grid-level triplet loss's settings (``model.loss.grid_triplet_loss``): its ``weight``
+    beside the cross-entropy (0: off), the ``window`` around each anchor cell (``grid.triplets``),
+    the ``margin`` and the ``mining`` scheme (``nn.triplet``). Checked by
+    ``hyperparameters.triplet_settings``; a dataclass, so not saved with the weights: the config
+    decides."""
+
+    weight: float = 0.0
+    window: int = 25
+    margin: float = 1.0
+    mining: str = "centroid"
+
+    @property
+    def is_on(self) -> bool:
+        return self.weight > 0
+
+
 def check_link_threshold(name: str, value: Any) -> Optional[float]:
     """``value`` as a float if it can be a link threshold (None, or in (0, 1]); ValueError naming ``name`` if not."""
     if value is None:
