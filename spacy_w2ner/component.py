@@ -31,7 +31,7 @@ from .grid.codec import n_relations
 from .grid.segments import SegmentGrid, decode_segments
 from .grid.targets import count_unlearnable, gold_entities, gold_grids
 from .memory import ReleasingPipe
-from .model.loss import grid_cross_entropy
+from .model.loss import grid_cross_entropy, grid_triplet_loss
 from .model.grid_scorer import build_for_loading, grid_scorer_dims, legacy_grid_scorer_dims
 from .model.predictions import segment_grids
 from .model.types import GridBatch, LinkThresholds, check_link_threshold
@@ -321,23 +321,31 @@ class W2NER(ReleasingPipe, TrainablePipe):
     def get_loss(
         self, examples: Sequence[Example], outputs: List[GridBatch]
     ) -> Tuple[float, List[Floats4d]]:
-        """Cross-entropy over the valid grid cells, averaged over all of them."""
+        """Cross-entropy over the valid grid cells, averaged over all of them; plus the triplet
+        loss where the model's config turns it on (``model.loss.grid_triplet_loss``)."""
         gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
         segments = [segment for batch in outputs for segment in batch.segments]
         self._warnings.count(self.name, "misaligned", misaligned)
         self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, segments))
         n_cells = max(sum(s.length * s.length for s in segments), 1)
         loss = 0.0
+        triplet_loss = 0.0
         conflicts = 0
         gradients = []
         for batch in outputs:
             targets, weights, batch_conflicts = gold_grids(batch.segments, batch.logits.shape[1], gold)
             batch_loss, gradient = grid_cross_entropy(self.model.ops, batch.logits, targets, weights, n_cells)
+            batch_triplet, triplet_gradient = grid_triplet_loss(
+                batch.logits, batch.segments, gold, self.model.attrs.get("triplet"), n_cells
+            )
+            if triplet_gradient is not None:
+                gradient += triplet_gradient
+                triplet_loss += batch_triplet
             loss += batch_loss
             conflicts += batch_conflicts
             gradients.append(gradient)
         self._warnings.count(self.name, "thw_conflict", conflicts)
-        return loss / n_cells, gradients
+        return loss / n_cells + triplet_loss, gradients
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Apply the gradients: tok2vec at the optimizer's rate, the grid network scaled."""
