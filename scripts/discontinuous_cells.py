@@ -4,10 +4,11 @@
 
 A discontinuous entity is read off the grid through its links (NNW cells between its
 consecutive words: "adjacent" when the words are neighbours, "skip" when the link jumps its gap)
-and its THW cell (tail, head). For each gold discontinuous entity of DEV the pipeline misses, and
-each discontinuous entity it predicts that is not gold, this counts which of those cells are read
-wrong (at the arg-max, or with the link thresholds given), with the probabilities of the gold
-relation there: where a threshold would help and where the model is simply wrong. The network runs
+and its THW cell (tail, head). For each gold discontinuous entity of DEV the pipeline misses, this
+counts which of those cells the pipeline reads wrong (at the arg-max, or with the link thresholds
+given); for each discontinuous entity it predicts that is not gold, which of its cells gold does
+not have; each with the probability the model gives the entity's relation there: where a
+threshold would help and where the model is simply wrong. The network runs
 once (``release.thresholds.dev_probabilities``); cells are read with the component's rule
 (``decided_relations``). Prints JSON.
 """
@@ -15,9 +16,11 @@ import argparse
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, NamedTuple, Sequence
 
 import numpy as np
+
+from spacy_w2ner.entities import Entity
 
 
 def cell_kinds(tokens: Sequence[int]) -> Dict[str, List[tuple]]:
@@ -48,26 +51,38 @@ def quantiles(values: List[float]) -> Dict[str, object]:
     return {"n": len(values), "quartiles": np.round(np.quantile(values, [0.25, 0.5, 0.75]), 3).tolist(), **shares}
 
 
+class ReadGrid(NamedTuple):
+    """A segment's grid as the pipeline reads it, its probabilities and its gold relations."""
+
+    segment: object
+    relations: np.ndarray
+    confidences: np.ndarray
+    probs: np.ndarray
+    gold: np.ndarray
+
+
 def analyse(pipe, gold_docs, grids, thresholds) -> dict:
     """Counts over DEV's discontinuous entities, gold and predicted (see the module docstring)."""
     import torch
 
     from spacy_w2ner.entities import get_entities
-    from spacy_w2ner.grid.codec import NNW, THW_OFFSET
+    from spacy_w2ner.grid.codec import NNW, THW_OFFSET, encode_grid
     from spacy_w2ner.grid.segments import decode_segments
     from spacy_w2ner.model.predictions import decided_relations
 
     labels = {label: i for i, label in enumerate(pipe.labels)}
+    gold = [{(labels[e.label], e.tokens) for e in get_entities(doc, pipe.spans_key)} for doc in gold_docs]
     read = []
     for segment, probs in grids:
         confidences, relations = decided_relations(torch.from_numpy(probs), thresholds)
-        read.append((segment, relations.numpy(), confidences.numpy(), probs))
-    predicted, _ = decode_segments([r[:3] for r in read], len(gold_docs), pipe.max_paths_per_edge)
+        inside = [segment.to_segment(Entity(label, tokens)) for label, tokens in gold[segment.doc_index] if segment.contains(tokens)]
+        read.append(ReadGrid(segment, relations.numpy(), confidences.numpy(), probs, encode_grid(inside, segment.length)[0]))
+    predicted, _ = decode_segments([grid[:3] for grid in read], len(gold_docs), pipe.max_paths_per_edge)
     counts, probabilities = Counter(), {}
-    for d, doc in enumerate(gold_docs):
-        gold = {(labels[e.label], e.tokens) for e in get_entities(doc, pipe.spans_key)}
+    for d in range(len(gold_docs)):
         found = {(e.label, e.tokens) for e in predicted[d]}
-        for side, entities, others in (("gold", gold, found), ("predicted", found, gold)):
+        # a gold entity's cells that the pipeline reads wrong; a predicted one's that gold does not have
+        for side, entities, others in (("gold", gold[d], found), ("predicted", found, gold[d])):
             for label, tokens in entities:
                 if len(tokens) == tokens[-1] - tokens[0] + 1:
                     continue  # contiguous
@@ -75,15 +90,14 @@ def analyse(pipe, gold_docs, grids, thresholds) -> dict:
                 if (label, tokens) in others:
                     counts[f"{side}: right"] += 1
                     continue
-                segment, relations, _, probs = next(r for r in read if r[0].doc_index == d and r[0].contains(tokens))
-                local = [t - segment.start for t in tokens]
-                wrong = wrong_cells(local, THW_OFFSET + label, relations)
-                key = ", ".join(kind for kind, cells in wrong.items() if cells) or "none (path cap or overlap)"
-                counts[f"{side}: wrong cells: {key}"] += 1
+                grid = next(g for g in read if g.segment.doc_index == d and g.segment.contains(tokens))
+                against = grid.relations if side == "gold" else grid.gold
+                wrong = wrong_cells([t - grid.segment.start for t in tokens], THW_OFFSET + label, against)
+                counts[f"{side}: wrong cells: " + (", ".join(kind for kind, cells in wrong.items() if cells) or "none")] += 1
                 for kind, cells in wrong.items():
                     column = NNW if kind != "thw" else THW_OFFSET + label
-                    probabilities.setdefault(f"{side}, {kind} cells read wrong: P(the entity's relation)", []).extend(
-                        float(probs[c][column]) for c in cells
+                    probabilities.setdefault(f"{side}, wrong {kind} cells: P(the entity's relation)", []).extend(
+                        float(grid.probs[c][column]) for c in cells
                     )
     return {"counts": dict(sorted(counts.items())), "probabilities": {k: quantiles(v) for k, v in sorted(probabilities.items())}}
 

@@ -45,6 +45,15 @@ def test_a_missed_skip_link_is_counted_with_its_probability_and_a_threshold_find
     pipe = SimpleNamespace(labels=("ADR",), spans_key="w2ner", max_paths_per_edge=64)
     at_argmax = discontinuous_cells.analyse(pipe, [doc], grid_with_a_weak_skip_link(), LinkThresholds())
     assert at_argmax["counts"] == {"gold: discontinuous": 1, "gold: wrong cells: skip": 1}
-    assert at_argmax["probabilities"]["gold, skip cells read wrong: P(the entity's relation)"]["quartiles"] == [0.3] * 3
+    assert at_argmax["probabilities"]["gold, wrong skip cells: P(the entity's relation)"]["quartiles"] == [0.3] * 3
     tuned = discontinuous_cells.analyse(pipe, [doc], grid_with_a_weak_skip_link(), LinkThresholds(nnw=0.25))
     assert tuned["counts"] == {"gold: discontinuous": 1, "gold: right": 1, "predicted: discontinuous": 1, "predicted: right": 1}
+
+
+def test_a_wrong_prediction_is_counted_by_the_cells_gold_lacks():
+    doc = spacy.blank("en")("pain in the knees .")
+    set_entities(doc, [("ADR", (0, 1), None)], "w2ner")  # gold: "pain in"; the grid reads "pain in ... knees"
+    pipe = SimpleNamespace(labels=("ADR",), spans_key="w2ner", max_paths_per_edge=64)
+    found = discontinuous_cells.analyse(pipe, [doc], grid_with_a_weak_skip_link(), LinkThresholds(nnw=0.25))
+    assert found["counts"]["predicted: wrong cells: skip, thw"] == 1
+    assert found["probabilities"]["predicted, wrong thw cells: P(the entity's relation)"]["quartiles"] == [0.95] * 3
