@@ -86,6 +86,7 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
         "threshold": 0.0,
         "nnw_threshold": None,
         "thw_threshold": None,
+        "best_path_only": False,
         "scorer": {"@scorers": "spacy_w2ner.entity_scorer.v1"},
     },
     default_score_weights={
@@ -109,6 +110,7 @@ def make_w2ner(
     scorer: Optional[Callable],
     nnw_threshold: Optional[float] = None,
     thw_threshold: Optional[float] = None,
+    best_path_only: bool = False,
 ) -> "W2NER":
     """Flat, nested and discontinuous entities with W2NER, in ``doc.spans[spans_key]``.
 
@@ -120,19 +122,14 @@ def make_w2ner(
         set the optimizer's rate for the encoder and scale the head up.
     threshold: entities scoring below it are not written (0.0 keeps every entity).
     nnw_threshold, thw_threshold: read a cell as NNW / THW when that link's probability is at least
-        this (null: the arg-max relation; ``model.types.LinkThresholds``); ``tune-thresholds`` chooses them.
+        this (null: the arg-max relation; ``model.types.LinkThresholds``).
+    best_path_only: one entity per THW cell, its best-scoring path (``grid.codec.decode_grid``).
+    ``tune-decoding`` chooses these three on dev.
     """
     return W2NER(
-        nlp.vocab,
-        model,
-        name,
-        spans_key=spans_key,
-        max_paths_per_edge=max_paths_per_edge,
-        set_ents=set_ents,
-        learn_rate_scale=learn_rate_scale,
-        threshold=threshold,
-        scorer=scorer,
-        nnw_threshold=nnw_threshold, thw_threshold=thw_threshold,
+        nlp.vocab, model, name, spans_key=spans_key, max_paths_per_edge=max_paths_per_edge, set_ents=set_ents,
+        learn_rate_scale=learn_rate_scale, threshold=threshold, scorer=scorer, nnw_threshold=nnw_threshold,
+        thw_threshold=thw_threshold, best_path_only=best_path_only,
     )
 
 
@@ -156,6 +153,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         scorer: Optional[Callable] = score_entities,
         nnw_threshold: Optional[float] = None,
         thw_threshold: Optional[float] = None,
+        best_path_only: bool = False,
     ) -> None:
         if learn_rate_scale <= 0:
             raise ValueError(f"learn_rate_scale must be positive, got {learn_rate_scale}")
@@ -170,6 +168,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self.learn_rate_scale = learn_rate_scale
         self.threshold = threshold
         self.link_thresholds = LinkThresholds(nnw_threshold, thw_threshold)
+        self.best_path_only = best_path_only
         self.scorer = scorer
         # labels; nI and nO (the grid network's dims) once initialized
         self.cfg: Dict[str, object] = {"labels": []}
@@ -276,7 +275,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
     def entities_from_grids(self, docs: Sequence[Doc], grids: Iterable[SegmentGrid]) -> List[List[Entity]]:
         """``predict``'s entities from the docs' segment grids (relation ids and confidences per
         cell): decoded, labelled by name, none starting or ending on whitespace."""
-        found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge)
+        found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge, self.best_path_only)
         self._warnings.count(self.name, "truncated", truncated)
         return [
             [entity.with_label(self.labels[entity.label]) for entity in without_edge_whitespace(entities, doc)]
