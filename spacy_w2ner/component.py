@@ -29,15 +29,15 @@ from .entities import (
     without_edge_whitespace,
 )
 from .grid.codec import n_relations
-from .grid.segments import decode_segments
+from .grid.segments import SegmentGrid, decode_segments
 from .grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
 from .memory import ReleaseEvery, ReleasingPipe, available_memory_bytes
 from .model.architecture import GridTrainingStep
-from .model.loss import grid_cross_entropy
 from .model.grid_scorer import build_for_loading, grid_bytes_per_cell, grid_device, grid_scorer_dims, legacy_grid_scorer_dims
+from .model.loss import grid_cross_entropy, grid_triplet_loss
 from .model.predictions import segment_grids
 from .model.training_plan import TrainingPlan
-from .model.types import GridBatch
+from .model.types import GridBatch, LinkThresholds, check_link_threshold
 from .nn.fused_adam import ScaledOptimizer
 from .scorer import score_entities
 
@@ -87,6 +87,9 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
         "set_ents": False,
         "learn_rate_scale": 1.0,
         "threshold": 0.0,
+        "nnw_threshold": None,
+        "thw_threshold": None,
+        "best_path_only": False,
         "scorer": {"@scorers": "spacy_w2ner.entity_scorer.v1"},
     },
     default_score_weights={
@@ -108,6 +111,9 @@ def make_w2ner(
     learn_rate_scale: float,
     threshold: float,
     scorer: Optional[Callable],
+    nnw_threshold: Optional[float] = None,
+    thw_threshold: Optional[float] = None,
+    best_path_only: bool = False,
 ) -> "W2NER":
     """Flat, nested and discontinuous entities with W2NER, in ``doc.spans[spans_key]``.
 
@@ -118,17 +124,15 @@ def make_w2ner(
         pretrained encoder (the paper: 1e-3 vs 1e-5..5e-5); with a transformer,
         set the optimizer's rate for the encoder and scale the head up.
     threshold: entities scoring below it are not written (0.0 keeps every entity).
+    nnw_threshold, thw_threshold: read a cell as NNW / THW when that link's probability is at least
+        this (null: the arg-max relation; ``model.types.LinkThresholds``).
+    best_path_only: one entity per THW cell, its best-scoring path (``grid.codec.decode_grid``).
+    ``tune-decoding`` chooses these three on dev.
     """
     return W2NER(
-        nlp.vocab,
-        model,
-        name,
-        spans_key=spans_key,
-        max_paths_per_edge=max_paths_per_edge,
-        set_ents=set_ents,
-        learn_rate_scale=learn_rate_scale,
-        threshold=threshold,
-        scorer=scorer,
+        nlp.vocab, model, name, spans_key=spans_key, max_paths_per_edge=max_paths_per_edge, set_ents=set_ents,
+        learn_rate_scale=learn_rate_scale, threshold=threshold, scorer=scorer, nnw_threshold=nnw_threshold,
+        thw_threshold=thw_threshold, best_path_only=best_path_only,
     )
 
 
@@ -150,6 +154,9 @@ class W2NER(ReleasingPipe, TrainablePipe):
         learn_rate_scale: float = 1.0,
         threshold: float = 0.0,
         scorer: Optional[Callable] = score_entities,
+        nnw_threshold: Optional[float] = None,
+        thw_threshold: Optional[float] = None,
+        best_path_only: bool = False,
     ) -> None:
         if learn_rate_scale <= 0:
             raise ValueError(f"learn_rate_scale must be positive, got {learn_rate_scale}")
@@ -163,6 +170,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self.set_ents = set_ents
         self.learn_rate_scale = learn_rate_scale
         self.threshold = threshold
+        self.link_thresholds = LinkThresholds(nnw_threshold, thw_threshold)
+        self.best_path_only = best_path_only
         self.scorer = scorer
         # labels; nI and nO (the grid network's dims) once initialized
         self.cfg: Dict[str, object] = {"labels": []}
@@ -177,6 +186,17 @@ class W2NER(ReleasingPipe, TrainablePipe):
     @threshold.setter
     def threshold(self, value: float) -> None:
         self._threshold = check_threshold(value)
+
+    @property
+    def link_thresholds(self) -> LinkThresholds:
+        """The probabilities at which cells are read as NNW and THW links (``None``: the arg-max)."""
+        return self._link_thresholds
+
+    @link_thresholds.setter
+    def link_thresholds(self, value: LinkThresholds) -> None:
+        checked = LinkThresholds(check_link_threshold("nnw_threshold", value.nnw), check_link_threshold("thw_threshold", value.thw))
+        self._link_thresholds = checked
+        self.model.attrs["link_thresholds"] = checked  # what the model's forward reads (not saved with it)
 
     @property
     def warning_counts(self):
@@ -265,8 +285,12 @@ class W2NER(ReleasingPipe, TrainablePipe):
         max_window = self.model.attrs["max_window"]
         unsegmented = sum(len(doc) > max_window and not doc.has_annotation("SENT_START") for doc in docs)
         self._warnings.count(self.name, "no_sentences", unsegmented, max_window=max_window)
-        grids = segment_grids(self.model.predict(docs))
-        found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge)
+        return self.entities_from_grids(docs, segment_grids(self.model.predict(docs)))
+
+    def entities_from_grids(self, docs: Sequence[Doc], grids: Iterable[SegmentGrid]) -> List[List[Entity]]:
+        """``predict``'s entities from the docs' segment grids (relation ids and confidences per
+        cell): decoded, labelled by name, none starting or ending on whitespace."""
+        found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge, self.best_path_only)
         self._warnings.count(self.name, "truncated", truncated)
         return [
             [entity.with_label(self.labels[entity.label]) for entity in without_edge_whitespace(entities, doc)]
@@ -306,11 +330,12 @@ class W2NER(ReleasingPipe, TrainablePipe):
         gold, regions = self._gold_and_regions(examples)
         step = GridTrainingStep(self.model, docs, regions)
         self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, step.segments))
-        n_cells, totals = max(step.n_cells, 1), {"loss": 0.0, "conflicts": 0}
+        n_cells, totals = max(step.n_cells, 1), {"loss": 0.0, "triplet": 0.0, "conflicts": 0}
 
         def gradient_of(batch) -> Floats4d:
-            loss, gradient, conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
+            loss, triplet, gradient, conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
             totals["loss"] += loss
+            totals["triplet"] += triplet
             totals["conflicts"] += conflicts
             return gradient
 
@@ -320,7 +345,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self._warnings.count(self.name, "thw_conflict", totals["conflicts"])
         if sgd is not None:
             self.finish_update(sgd)
-        losses[self.name] += totals["loss"] / n_cells
+        losses[self.name] += totals["loss"] / n_cells + totals["triplet"]
         return losses
 
     def _gold_and_regions(self, examples: Sequence[Example]) -> Tuple[List[List[Entity]], List[List[Tuple[int, int]]]]:
@@ -336,31 +361,37 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self._warnings.count(self.name, "joined_sentences", joined)
         return gold, regions
 
-    def _batch_loss(self, segments, logits: Floats4d, gold, n_cells: int) -> Tuple[float, Floats4d, int]:
-        """A grid batch's summed cross-entropy, its gradient (divided by the step's ``n_cells``)
-        and its THW conflicts."""
+    def _batch_loss(self, segments, logits: Floats4d, gold, n_cells: int) -> Tuple[float, float, Floats4d, int]:
+        """A grid batch's summed cross-entropy, its triplet loss where the config turns it on
+        (already divided by the step's cells: ``model.loss.grid_triplet_loss``), the gradient of
+        both (divided by the step's ``n_cells``) and its THW conflicts."""
         targets, weights, conflicts = gold_grids(segments, logits.shape[1], gold)
         loss, gradient = grid_cross_entropy(self.model.ops, logits, targets, weights, n_cells)
-        return loss, gradient, conflicts
+        triplet, triplet_gradient = grid_triplet_loss(logits, segments, gold, self.model.attrs.get("triplet"), n_cells)
+        if triplet_gradient is not None:
+            gradient += triplet_gradient
+        return loss, triplet, gradient, conflicts
 
     def get_loss(
         self, examples: Sequence[Example], outputs: List[GridBatch]
     ) -> Tuple[float, List[Floats4d]]:
         """Cross-entropy over the valid grid cells of ``begin_update``'s outputs, averaged over
-        all of them (``update`` computes the same loss a grid batch at a time)."""
+        all of them, plus the triplet loss where the config turns it on (``update`` computes the
+        same loss a grid batch at a time)."""
         gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
         segments = [segment for batch in outputs for segment in batch.segments]
         self._warnings.count(self.name, "misaligned", misaligned)
         self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, segments))
         n_cells = max(sum(s.length * s.length for s in segments), 1)
-        loss, conflicts, gradients = 0.0, 0, []
+        loss, triplet_loss, conflicts, gradients = 0.0, 0.0, 0, []
         for batch in outputs:
-            batch_loss, gradient, batch_conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
+            batch_loss, batch_triplet, gradient, batch_conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
+            triplet_loss += batch_triplet
             loss += batch_loss
             conflicts += batch_conflicts
             gradients.append(gradient)
         self._warnings.count(self.name, "thw_conflict", conflicts)
-        return loss / n_cells, gradients
+        return loss / n_cells + triplet_loss, gradients
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Apply the gradients: tok2vec at the optimizer's rate, the grid network scaled."""

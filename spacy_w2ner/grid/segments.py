@@ -197,19 +197,20 @@ SegmentGrid = Tuple[Segment, np.ndarray, np.ndarray]  # segment, relation ids, c
 
 
 def decode_segments(
-    grids: Iterable[SegmentGrid], n_docs: int, max_paths_per_edge: int
+    grids: Iterable[SegmentGrid], n_docs: int, max_paths_per_edge: int, best_path_only: bool = False
 ) -> Tuple[List[List[Entity]], int]:
     """The entities of each doc, read off the grids of its segments.
 
     An entity is kept from the segment whose core owns its first token, so each is
     reported once; if two grids report the same entity, the higher score counts.
     Returns the entities per doc (labels are label ids, tokens doc indices) and the
-    number of THW cells whose paths were not all read (see ``decode_grid``).
+    number of THW cells whose paths were not all read (see ``decode_grid``, which takes
+    ``best_path_only``).
     """
     found: List[Dict[Entity, Entity]] = [{} for _ in range(n_docs)]
     truncated = 0
     for segment, relations, confidences in grids:
-        result = decode_grid(relations, confidences, max_paths_per_edge=max_paths_per_edge)
+        result = decode_grid(relations, confidences, max_paths_per_edge=max_paths_per_edge, best_path_only=best_path_only)
         truncated += result.truncated_edges
         doc_found = found[segment.doc_index]
         for entity in result.entities:

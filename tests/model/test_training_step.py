@@ -156,11 +156,11 @@ def test_an_overflow_in_one_grid_batch_skips_the_whole_step_and_lowers_the_scale
     calls = []
 
     def overflow_in_the_second(segments, logits, gold, n_cells):
-        loss, gradient, conflicts = batch_loss(segments, logits, gold, n_cells)
+        loss, triplet, gradient, conflicts = batch_loss(segments, logits, gold, n_cells)
         calls.append(len(segments))
         if len(calls) == 2:
             gradient[0, 0, 0, 0] = np.inf
-        return loss, gradient, conflicts
+        return loss, triplet, gradient, conflicts
 
     pipe._batch_loss = overflow_in_the_second
     module = _grid_module(nlp)
