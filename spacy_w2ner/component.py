@@ -268,11 +268,12 @@ class W2NER(ReleasingPipe, TrainablePipe):
             self._say_training_plan(plan)
 
     def _say_training_plan(self, plan: TrainingPlan) -> None:
-        """Log what training will grid and its memory; ValueError (one line, the setting to
-        change) when its largest grid batch cannot fit the memory there is."""
+        """Keep (``self.training_plan``) and log (spaCy's logger, INFO) what training will grid and
+        its memory; ValueError (one line, the setting to change) when its largest grid batch cannot
+        fit the memory there is. ``python -m spacy_w2ner train`` prints the plan."""
         plan.bytes_per_cell = grid_bytes_per_cell(self.model)
         self.training_plan = plan
-        msg.info(plan.describe(self.name))
+        util.logger.info(plan.describe(self.name))
         plan.check(self.name, available_memory_bytes(grid_device(self.model)))
 
     # Prediction ---------------------------------------------------------------

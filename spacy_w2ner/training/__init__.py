@@ -53,6 +53,9 @@ def train(
     with show_validation_error(config_path, hint_fill=False):
         nlp = init_nlp(config, use_gpu=use_gpu)
     msg.good("Initialized pipeline")
+    for name, pipe in nlp.pipeline:
+        if getattr(pipe, "training_plan", None) is not None:
+            msg.info(pipe.training_plan.describe(name))
     msg.divider("Training pipeline")
     return train_resumable(
         nlp, run, checkpoint, use_gpu=use_gpu, checkpoint_every=checkpoint_every, keep=keep,
