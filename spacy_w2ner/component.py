@@ -16,7 +16,6 @@ from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats4d
-from wasabi import msg
 
 from .diagnostics import OnceWarnings
 from .entities import (
