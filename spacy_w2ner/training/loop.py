@@ -33,14 +33,12 @@ from spacy.util import registry, resolve_dot_names
 from thinc.api import fix_random_seed, set_gpu_allocator
 from wasabi import Printer, color
 
-from .checkpoints import Checkpoint, write_checkpoint
+from .checkpoints import CONFIG, TRAINER, Checkpoint, random_states_file, write_checkpoint
+from .randomness import capture_random_states, restore_random_states
 from .replay import Replay
 from .run import RunDirectory
-from .state import capture_random_states, load_optimizer, restore_random_states, save_optimizer
+from .state import load_optimizer, save_optimizer
 from .stream import Batches, DataPosition
-
-TRAINER_STATE = "trainer.json"
-RANDOM_STATE = "random.json"
 
 
 @dataclass
@@ -64,7 +62,7 @@ class TrainerState:
 
     @classmethod
     def read(cls, checkpoint: Checkpoint) -> "TrainerState":
-        data = checkpoint.read_json(TRAINER_STATE)
+        data = checkpoint.read_json(TRAINER)
         return cls(
             data["steps"], DataPosition.from_dict(data["position"]), data["evaluations"],
             data["losses"], data["seconds"],
@@ -182,8 +180,8 @@ class _Session:
         if self.replay.step_replayed(info["step"]):
             checkpoint = self.checkpoint_read
             load_optimizer(self.optimizer, self.nlp, checkpoint.path, check_schedules=not self.force_resume)
-            restore_random_states(checkpoint.read_json(RANDOM_STATE))
-            threads = checkpoint.read_json(TRAINER_STATE).get("threads")
+            restore_random_states(checkpoint.random_states(0))
+            threads = checkpoint.read_json(TRAINER).get("threads")
             if threads is not None and threads != torch.get_num_threads():
                 self.say(f"this process uses {torch.get_num_threads()} threads, the checkpoint's {threads}: "
                          "the results can differ in the last bits from a run that was never stopped")
@@ -241,9 +239,9 @@ class _Session:
         def write_files(directory: Path) -> None:
             self.nlp.to_disk(directory / "model")
             save_optimizer(self.optimizer, self.nlp, directory)
-            (directory / "config.cfg").write_text(self.config.to_str(), encoding="utf8")
-            _write_json(directory / RANDOM_STATE, random_states)
-            _write_json(directory / TRAINER_STATE, trainer)
+            (directory / CONFIG).write_text(self.config.to_str(), encoding="utf8")
+            _write_json(directory / random_states_file(0, 1), random_states)
+            _write_json(directory / TRAINER, trainer)
 
         started = time.perf_counter()
         written = write_checkpoint(self.run.path, self.state.steps, write_files, keep)
