@@ -28,7 +28,7 @@ from .entities import (
     without_edge_whitespace,
 )
 from .grid.codec import n_relations
-from .grid.segments import decode_segments
+from .grid.segments import decode_segments, segment_docs
 from .grid.targets import count_unlearnable, gold_entities, gold_grids
 from .memory import ReleasingPipe
 from .model.loss import grid_cross_entropy
@@ -275,7 +275,11 @@ class W2NER(ReleasingPipe, TrainablePipe):
         drop: float = 0.0,
         sgd: Optional[Optimizer] = None,
         losses: Optional[Dict[str, float]] = None,
+        loss_denominator: Optional[int] = None,
     ) -> Dict[str, float]:
+        """spaCy's update; ``loss_denominator``: what the loss is divided by when these examples
+        are one process's share of a batch (data-parallel training gives each process the whole
+        batch's ``loss_denominator``, so the processes' gradients add up to one process's)."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
@@ -286,7 +290,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
             return losses
         set_dropout_rate(self.model, drop)
         outputs, backprop = self.model.begin_update(docs)
-        loss, gradients = self.get_loss(examples, outputs)
+        loss, gradients = self.get_loss(examples, outputs, loss_denominator)
         backprop(gradients)
         if sgd is not None:
             self.finish_update(sgd)
@@ -294,14 +298,15 @@ class W2NER(ReleasingPipe, TrainablePipe):
         return losses
 
     def get_loss(
-        self, examples: Sequence[Example], outputs: List[GridBatch]
+        self, examples: Sequence[Example], outputs: List[GridBatch], loss_denominator: Optional[int] = None
     ) -> Tuple[float, List[Floats4d]]:
-        """Cross-entropy over the valid grid cells, averaged over all of them."""
+        """Cross-entropy over the valid grid cells, averaged over all of them (or summed and
+        divided by ``loss_denominator``, the cells of the batch these examples are part of)."""
         gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
         segments = [segment for batch in outputs for segment in batch.segments]
         self._warnings.count(self.name, "misaligned", misaligned)
         self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, segments))
-        n_cells = max(sum(s.length * s.length for s in segments), 1)
+        n_cells = loss_denominator or _cells(segments)
         loss = 0.0
         conflicts = 0
         gradients = []
@@ -313,6 +318,11 @@ class W2NER(ReleasingPipe, TrainablePipe):
             gradients.append(gradient)
         self._warnings.count(self.name, "thw_conflict", conflicts)
         return loss / n_cells, gradients
+
+    def loss_denominator(self, examples: Sequence[Example]) -> int:
+        """The grid cells of these examples' segments: what ``get_loss`` averages over."""
+        attrs = self.model.attrs
+        return _cells(segment_docs([example.predicted for example in examples], attrs["max_window"], attrs["window_overlap"]))
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Apply the gradients: tok2vec at the optimizer's rate, the grid network scaled."""
@@ -353,6 +363,11 @@ class W2NER(ReleasingPipe, TrainablePipe):
             dims = legacy_grid_scorer_dims(self.model, model_bytes())
         build_for_loading(self.model, dims)
         self.cfg.update(dims)
+
+
+def _cells(segments) -> int:
+    """The grid cells of the segments (at least 1: the loss's denominator)."""
+    return max(sum(segment.length * segment.length for segment in segments), 1)
 
 
 def w2ner_components(nlp: Language) -> List[Tuple[str, "W2NER"]]:
