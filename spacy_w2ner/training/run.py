@@ -18,6 +18,7 @@ from ..files import restore_replaced, sha256_file, write_atomically, write_direc
 from .checkpoints import Checkpoint, newest_good, remove_stale
 
 RUN_FILE = "run.json"
+STOP_FILE = "STOP"  # its appearance stops the run after the current step, with a checkpoint
 MODEL_BEST = "model-best"
 MODEL_LAST = "model-last"
 
@@ -35,6 +36,15 @@ class RunDirectory:
         self.path = Path(path)
 
     @property
+    def stop_file(self) -> Path:
+        return self.path / STOP_FILE
+
+    def request_stop(self) -> None:
+        """Ask the run to stop after its current step, with a checkpoint (every process of it)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.stop_file.touch()
+
+    @property
     def record(self) -> Optional[dict]:
         file = self.path / RUN_FILE
         return json.loads(file.read_text(encoding="utf8")) if file.exists() else None
@@ -45,6 +55,8 @@ class RunDirectory:
         for name in (MODEL_BEST, MODEL_LAST):
             restore_replaced(self.path / name)
         remove_stale(self.path)
+        if self.stop_file.exists():  # the request that stopped the run before
+            self.stop_file.unlink()
         record = self.record
         if record is None:
             return self._fresh_directory(resume, say)
