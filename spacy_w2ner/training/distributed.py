@@ -17,15 +17,18 @@ process's gradient is its part of the single process's. The gradients of a step 
 buckets (one all-reduce per ``BUCKET_BYTES``, as torch's DistributedDataParallel does), with the
 step's small facts in one all-reduce of their own before them: which parameters have a gradient
 in any process (a process with nothing in a step still takes part), the losses, each process's
-batch fingerprint (which must agree) and whether any process was asked to stop.
+batch fingerprint (which must agree), whether any process was asked to stop or saw a float16
+gradient overflow, and the first process's Python random state, which every process takes.
 
 The first process evaluates, logs, saves and writes checkpoints; the others get the evaluation's
-result from it. Each process keeps its random states (``randomness.py``); at every checkpoint
-the processes compare a checksum of every parameter (``check_weights_agree``).
+result (and the Python random state it left) from it. Each process keeps its numpy and torch
+random states (``randomness.py``); at every checkpoint the processes compare a checksum of every
+parameter (``check_weights_agree``).
 """
 import os
 import pickle
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -36,6 +39,7 @@ from .randomness import python_random_state, set_python_random_state
 from .state import PipelineParameter, walk_parameters
 
 BUCKET_BYTES = 25 * 1024 * 1024  # torch DistributedDataParallel's bucket_cap_mb
+SHARED_FILE_ATTEMPTS = 10  # a second apart
 
 
 class DistributedError(RuntimeError):
@@ -162,14 +166,18 @@ class Cluster:
         """Every process reads the run's record as the first wrote it: the output directory is
         one that every machine of the run reaches (a shared file system), DistributedError
         naming the processes that do not see it."""
-        seen = run_file.read_bytes() if run_file.exists() else None
-        views = self.all_gather((self.host, seen))
-        blind = [f"process {rank} on {host}" for rank, (host, view) in enumerate(views) if view != views[0][1]]
-        if blind:
-            raise DistributedError(
-                f"{', '.join(blind)} cannot see {run_file} as process 0 on {views[0][0]} wrote it: --output must be "
-                "a directory every machine of the run reaches (a shared file system), given as the same path"
-            )
+        for attempt in range(SHARED_FILE_ATTEMPTS):  # a network file system may show a new file late
+            if attempt:
+                time.sleep(1.0)
+            seen = run_file.read_bytes() if run_file.exists() else None
+            views = self.all_gather((self.host, seen))
+            blind = [f"process {rank} on {host}" for rank, (host, view) in enumerate(views) if view != views[0][1]]
+            if not blind:
+                return
+        raise DistributedError(
+            f"{', '.join(blind)} cannot see {run_file} as process 0 on {views[0][0]} wrote it: --output must be "
+            "a directory every machine of the run reaches (a shared file system), given as the same path"
+        )
 
     def check_weights_agree(self, nlp, when: str) -> None:
         """DistributedError naming the first parameter whose bytes differ between processes."""
@@ -362,16 +370,20 @@ class DataParallelLanguage:
 
     def _step_facts(self, step: _Step, gradients: List[Optional[torch.Tensor]], names: List[str]) -> Dict[str, list]:
         """The step's facts summed over the processes (one all-reduce of a few numbers): which
-        parameters have a gradient, the losses and which components have one, each process's
-        batch fingerprint (DistributedError where they differ), whether any process was asked to
-        stop, and the first process's Python random state, which every process takes (a
-        component may draw from it in its update: spacy-transformers' does, once an update, which
-        a process with nothing in the step does not make)."""
+        parameters have a gradient, whether a float16 gradient overflowed in a process (Thinc's
+        grad scalers unscale in the backward pass, before the sum), the losses and which
+        components have one, each process's batch fingerprint (DistributedError where they
+        differ), whether any process was asked to stop, and the first process's Python random
+        state, which every process takes (a component may draw from it in its update:
+        spacy-transformers' does, once an update, which a process with nothing in the step does
+        not make)."""
         world, rank = self._cluster.world_size, self._cluster.rank
         fingerprints = [0.0] * world
         fingerprints[rank] = float(step.fingerprint)
+        scalers = _grad_scalers(self._nlp, self._exclude)
         sections = {
             "gradients": [float(gradient is not None) for gradient in gradients],
+            "overflow": [float(any(scaler.found_inf for scaler in scalers))],
             "losses": [float(step.losses.get(name, 0.0)) for name in names],
             "has loss": [float(name in step.losses) for name in names],
             "fingerprints": fingerprints,
@@ -388,10 +400,20 @@ class DataParallelLanguage:
             )
         self.stop_agreed = facts["stop"][0] > 0
         _set_random_state_numbers(facts["python random"])
+        if facts["overflow"][0]:  # float16: where one process's gradients overflowed, every process skips the step
+            for scaler in scalers:
+                scaler._found_inf = True  # Thinc's PyTorchGradScaler has no setter
         return facts
 
     def __getattr__(self, name):
         return getattr(self._nlp, name)
+
+
+def _grad_scalers(nlp, exclude: Sequence[str]) -> list:
+    """The grad scalers of the torch modules' shims (Thinc's float16 loss scaling)."""
+    shims = {id(shim): shim for name, pipe in nlp.pipeline if name not in exclude and hasattr(getattr(pipe, "model", None), "walk")
+             for node in pipe.model.walk() for shim in node.shims}  # fmt: skip
+    return [shim._grad_scaler for shim in shims.values() if getattr(shim, "_grad_scaler", None) is not None]
 
 
 def _all_reduce_sections(sections: Dict[str, list], group) -> Dict[str, list]:

@@ -19,6 +19,7 @@ from typing import Dict, Optional
 
 from ..extras import connect_ray, require_ray_train
 from .checkpoints import checkpoints
+from .distributed import check_world_size
 from .loop import Outcome, info_line
 from .run import RunDirectory, RunError
 
@@ -42,6 +43,7 @@ def train_on_ray(
     ray = require_ray_train()
     if workers.workers < 1:
         raise RunError(f"--ray-workers must be at least 1, got {workers.workers}")
+    _check_before_starting(Path(config_path), overrides, RunDirectory(Path(output).absolute()), workers.workers, resume, force_resume)
     connect_ray(workers.address, log_to_driver=True)
     nodes = [node for node in ray.nodes() if node.get("Alive")]
     if len(nodes) > 1 and not Path(output).is_absolute():
@@ -66,6 +68,19 @@ def train_on_ray(
         return Outcome(record.get("steps") or 0, True)
     found = checkpoints(run.path)
     return Outcome(found[0].step if found else 0, False, stop.signal_number or signal.SIGTERM)
+
+
+def _check_before_starting(config_path: Path, overrides: dict, run: RunDirectory, world_size: int, resume: bool, force_resume: bool) -> None:
+    """What the first worker checks before it trains (the config; the output directory: another
+    run's, a finished run, changed settings; the checkpoint's world size), checked here first:
+    an error in one line, without starting Ray or its workers' tracebacks."""
+    from spacy import util
+    from spacy.cli._util import show_validation_error
+
+    with show_validation_error(config_path):
+        config = util.load_config(config_path, overrides=overrides, interpolate=False)
+    checkpoint = run.prepare(config, resume or force_resume, force_resume, lambda line: None)
+    check_world_size(checkpoint, world_size, force_resume, lambda line: None)
 
 
 def _trainer(payload: dict, workers: RayWorkers, run: RunDirectory):

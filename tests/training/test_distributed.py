@@ -3,6 +3,7 @@ processes' gradients add up to one process's, and the collectives in two real gl
 (gradients summed in buckets, a process with nothing in a step, batches, weights and errors
 compared). Whole runs under torchrun and Ray are in test_distributed_runs.py (slow)."""
 import json
+import re
 from pathlib import Path
 
 import numpy
@@ -15,6 +16,7 @@ from spacy.training.initialize import init_nlp
 from spacy.training.loop import subdivide_batch
 from thinc.api import Linear, PyTorchWrapper, chain, fix_random_seed
 
+from spacy_w2ner.training import distributed
 from spacy_w2ner.training.checkpoints import Checkpoint, TRAINER
 from spacy_w2ner.training.distributed import (
     Cluster,
@@ -28,7 +30,7 @@ from spacy_w2ner.training.distributed import (
 )
 from spacy_w2ner.training.state import walk_parameters
 
-from .helpers import CONFIG, sample_corpus
+from .helpers import CONFIG
 
 
 class Doc:
@@ -55,11 +57,6 @@ def test_the_shares_partition_a_batch_in_its_order_balanced_by_grid_cells():
     cells = [sum(len(e.predicted) ** 2 for e in s) for s in shares]
     assert cells == [81, 64, 32]  # the longest first, each to the lightest share
     assert [len(share(batch[:1], rank, 3)) for rank in range(3)] == [1, 0, 0]  # processes with nothing
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return sample_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 NO_DROPOUT = {"training.dropout": 0.0, "components.w2ner.model.input_dropout": 0.0,
@@ -180,11 +177,16 @@ def _in_two_processes(rank: int, results: str) -> None:
     try:
         found = {"buckets": _buckets_summed(rank, cluster)}
         nlp = FakeLanguage()
+        nlp.results = results
         language = DataParallelLanguage(nlp, cluster, [], stop_requested=lambda: rank == 1)
         losses = {}
+        scaler = nlp.components[0][1].model.layers[1].shims[0]._grad_scaler
+        scaler._found_inf = rank == 1  # a float16 gradient overflowed in process 1
         language.update([Example("a b c"), Example("d"), Example("e f")], losses=losses)  # 3 words and 1 + 2
         language.pipeline
-        found["step 1"] = {"updated": list(nlp.updated), "gradients": _gradient_values(nlp), "losses": dict(losses), "stop": language.stop_agreed}
+        found["step 1"] = {"updated": list(nlp.updated), "gradients": _gradient_values(nlp), "losses": dict(losses),
+                           "stop": language.stop_agreed, "overflow": scaler.found_inf}  # fmt: skip
+        scaler._found_inf = False
         nlp.updated = []
         for parameter in _parameters(nlp).values():  # after an optimizer step: Thinc's zeroed, torch's None
             if parameter.tensor is not None:
@@ -227,6 +229,16 @@ def _errors(rank: int, cluster: Cluster, nlp, language) -> dict:
         cluster.on_main(_refuse)
     except ValueError as err:
         said["on main"] = str(err)
+    distributed.SHARED_FILE_ATTEMPTS = 2
+    results = Path(nlp.results)
+    run_file = results / "run.json" if rank == 0 else results / "elsewhere" / "run.json"  # another machine's disk
+    if rank == 0:
+        run_file.write_text("{}")
+    cluster.barrier()
+    try:
+        cluster.check_same_run_directory(run_file)
+    except DistributedError as err:
+        said["run directory"] = str(err)
     return said
 
 
@@ -246,13 +258,14 @@ def test_gradients_are_summed_in_buckets_of_one_device_and_dtype(two_processes):
         assert found["buckets"] == [[3.0] * 5, [30.0] * 6, [2.0, 2.0]]
 
 
-def test_each_process_updates_on_its_share_and_gets_the_summed_gradients_and_losses(two_processes):
+def test_each_process_updates_on_its_share_and_gets_the_summed_gradients_losses_and_requests(two_processes):
     first, second = (found["step 1"] for found in two_processes)
     assert first["updated"] == [["a b c"]] and second["updated"] == [["d", "e f"]]
     for found in (first, second):
         assert found["gradients"] == {name: [6.0] for name in found["gradients"]} and len(found["gradients"]) == 4
         assert found["losses"] == {"pipe": 6.0}
         assert found["stop"] is True  # process 1 was asked to stop: both stop
+        assert found["overflow"] is True  # and both skip the step its float16 gradients overflowed in
 
 
 def test_a_process_with_nothing_in_a_step_takes_part_and_gets_the_gradient(two_processes):
@@ -269,3 +282,8 @@ def test_processes_that_disagree_stop_naming_what_differs(two_processes):
         assert errors["batch"].startswith("process 1 read another batch than process 0 in this step")
         assert errors["weights"].startswith("the processes' weights differ after step 7: pipe/2:pytorch/shim0#bias is not the same in process 1")
         assert errors["on main"] == "the run directory holds another run"
+        assert re.fullmatch(
+            r"process 1 on \S+ cannot see \S+/run.json as process 0 on \S+ wrote it: --output must be a "
+            r"directory every machine of the run reaches \(a shared file system\), given as the same path",
+            errors["run directory"],
+        )

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import HAS_MINILM, cli
 
-from .helpers import ROOT, differing, environment, run, sample_corpus, train_command, weights
+from .helpers import ROOT, differing, environment, run, train_command, weights
 
 pytestmark = pytest.mark.slow
 
@@ -45,11 +45,6 @@ def max_difference(a: Path, b: Path) -> float:
     first, second = weights(a), weights(b)
     assert set(first) == set(second)
     return max(float(numpy.abs(first[name] - second[name]).max()) for name in first)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return sample_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.fixture(scope="module")
