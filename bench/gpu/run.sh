@@ -19,6 +19,9 @@
 #   accuracy-collect  ours: spacy evaluate of each model-best on test; the reference's best dev
 #                     and its test F; every log
 #   minilm-accuracy   the MiniLM CADEC recipe (project.yml train-cadec) and GPU-vs-CPU entities
+#   train-scaling     data-parallel training (bench/train_scaling.py gpu): plain `train` against
+#                     `torchrun --nproc-per-node 1` (NCCL) on w2ner_mpnet_gpu.cfg, the same weights?
+#                     the same seconds a step? ($RESULTS_DIR/gpu-train-scaling.json)
 #   all               setup diagnose train-speed infer-speed reference-speed
 #
 # Speed stages use the random-weight encoder of MPNet's shape when the real weights are not
@@ -233,6 +236,12 @@ minilm_accuracy() {
   step compare $BENCH compare $trained $DATA/dev.spacy --workdir "$WORK" --gpu-id "$GPU_ID"
 }
 
+train_scaling() {
+  local encoder; encoder=$(speed_encoder)
+  step train-scaling $PY bench/train_scaling.py gpu $DATA/train.spacy --encoder "$encoder" --gpu-id "$GPU_ID" \
+    --steps "$STEPS" --warmup "$WARMUP" --output "$RESULTS_DIR/gpu-train-scaling.json"
+}
+
 mkdir -p "$WORK/logs"
 STAGES=${*:-all}
 [ "$STAGES" = all ] && STAGES="setup diagnose train-speed infer-speed reference-speed"
@@ -247,6 +256,7 @@ for stage in $STAGES; do
     accuracy-wait) accuracy_wait ;;
     accuracy-collect) accuracy_collect ;;
     minilm-accuracy) minilm_accuracy ;;
+    train-scaling) train_scaling ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
