@@ -213,7 +213,8 @@ def check_world_size(checkpoint, world_size: int, force_resume: bool, say: Calla
     random states are in it), naming both; ``force_resume`` goes on, saying so."""
     if checkpoint is None or checkpoint.world_size == world_size:
         return
-    written = f"{checkpoint.path} was written by a run of {checkpoint.world_size} process(es), this one has {world_size}"
+    processes = f"{checkpoint.world_size} process{'es' if checkpoint.world_size != 1 else ''}"
+    written = f"{checkpoint.path} was written by a run of {processes}, this one has {world_size}"
     if not force_resume:
         raise DistributedError(
             f"{written}: resume it with {checkpoint.world_size} to end as the run would have, or with --force-resume "

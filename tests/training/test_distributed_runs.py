@@ -152,7 +152,7 @@ def test_a_resume_with_another_number_of_processes_is_refused_naming_both(tmp_pa
     result = cli("train", *train_command(unfinished, corpus, *STEPS, "--resume")[4:], code=1)
     newest = unfinished / "checkpoints" / "step-00000030"
     assert result.stderr.strip() == (
-        f"error: {newest} was written by a run of 2 process(es), this one has 1: resume it with 2 to end as the run "
+        f"error: {newest} was written by a run of 2 processes, this one has 1: resume it with 2 to end as the run "
         "would have, or with --force-resume to go on with 1 (the same batches and updates to float rounding; dropout "
         "draws other masks)"
     )
