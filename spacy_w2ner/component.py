@@ -28,13 +28,15 @@ from .entities import (
     without_edge_whitespace,
 )
 from .grid.codec import n_relations
-from .grid.segments import decode_segments, segment_docs
-from .grid.targets import count_unlearnable, gold_entities, gold_grids
-from .memory import ReleasingPipe
-from .model.loss import grid_cross_entropy
-from .model.grid_scorer import build_for_loading, grid_scorer_dims, legacy_grid_scorer_dims
+from .grid.segments import SegmentGrid, decode_segments, segment_docs
+from .grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
+from .memory import ReleaseEvery, ReleasingPipe, available_memory_bytes
+from .model.architecture import GridTrainingStep
+from .model.grid_scorer import build_for_loading, grid_bytes_per_cell, grid_device, grid_scorer_dims, legacy_grid_scorer_dims
+from .model.loss import grid_cross_entropy, grid_triplet_loss
 from .model.predictions import segment_grids
-from .model.types import GridBatch
+from .model.training_plan import TrainingPlan
+from .model.types import GridBatch, LinkThresholds, check_link_threshold
 from .nn.fused_adam import ScaledOptimizer
 from .scorer import score_entities
 
@@ -84,6 +86,9 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
         "set_ents": False,
         "learn_rate_scale": 1.0,
         "threshold": 0.0,
+        "nnw_threshold": None,
+        "thw_threshold": None,
+        "best_path_only": False,
         "scorer": {"@scorers": "spacy_w2ner.entity_scorer.v1"},
     },
     default_score_weights={
@@ -105,6 +110,9 @@ def make_w2ner(
     learn_rate_scale: float,
     threshold: float,
     scorer: Optional[Callable],
+    nnw_threshold: Optional[float] = None,
+    thw_threshold: Optional[float] = None,
+    best_path_only: bool = False,
 ) -> "W2NER":
     """Flat, nested and discontinuous entities with W2NER, in ``doc.spans[spans_key]``.
 
@@ -115,17 +123,15 @@ def make_w2ner(
         pretrained encoder (the paper: 1e-3 vs 1e-5..5e-5); with a transformer,
         set the optimizer's rate for the encoder and scale the head up.
     threshold: entities scoring below it are not written (0.0 keeps every entity).
+    nnw_threshold, thw_threshold: read a cell as NNW / THW when that link's probability is at least
+        this (null: the arg-max relation; ``model.types.LinkThresholds``).
+    best_path_only: one entity per THW cell, its best-scoring path (``grid.codec.decode_grid``).
+    ``tune-decoding`` chooses these three on dev.
     """
     return W2NER(
-        nlp.vocab,
-        model,
-        name,
-        spans_key=spans_key,
-        max_paths_per_edge=max_paths_per_edge,
-        set_ents=set_ents,
-        learn_rate_scale=learn_rate_scale,
-        threshold=threshold,
-        scorer=scorer,
+        nlp.vocab, model, name, spans_key=spans_key, max_paths_per_edge=max_paths_per_edge, set_ents=set_ents,
+        learn_rate_scale=learn_rate_scale, threshold=threshold, scorer=scorer, nnw_threshold=nnw_threshold,
+        thw_threshold=thw_threshold, best_path_only=best_path_only,
     )
 
 
@@ -147,6 +153,9 @@ class W2NER(ReleasingPipe, TrainablePipe):
         learn_rate_scale: float = 1.0,
         threshold: float = 0.0,
         scorer: Optional[Callable] = score_entities,
+        nnw_threshold: Optional[float] = None,
+        thw_threshold: Optional[float] = None,
+        best_path_only: bool = False,
     ) -> None:
         if learn_rate_scale <= 0:
             raise ValueError(f"learn_rate_scale must be positive, got {learn_rate_scale}")
@@ -160,10 +169,13 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self.set_ents = set_ents
         self.learn_rate_scale = learn_rate_scale
         self.threshold = threshold
+        self.link_thresholds = LinkThresholds(nnw_threshold, thw_threshold)
+        self.best_path_only = best_path_only
         self.scorer = scorer
         # labels; nI and nO (the grid network's dims) once initialized
         self.cfg: Dict[str, object] = {"labels": []}
         self._warnings = OnceWarnings()
+        self.training_plan: Optional[TrainingPlan] = None  # what initialize found training will grid
 
     @property
     def threshold(self) -> float:
@@ -173,6 +185,17 @@ class W2NER(ReleasingPipe, TrainablePipe):
     @threshold.setter
     def threshold(self, value: float) -> None:
         self._threshold = check_threshold(value)
+
+    @property
+    def link_thresholds(self) -> LinkThresholds:
+        """The probabilities at which cells are read as NNW and THW links (``None``: the arg-max)."""
+        return self._link_thresholds
+
+    @link_thresholds.setter
+    def link_thresholds(self, value: LinkThresholds) -> None:
+        checked = LinkThresholds(check_link_threshold("nnw_threshold", value.nnw), check_link_threshold("thw_threshold", value.thw))
+        self._link_thresholds = checked
+        self.model.attrs["link_thresholds"] = checked  # what the model's forward reads (not saved with it)
 
     @property
     def warning_counts(self):
@@ -227,7 +250,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
         if labels is not None:
             for label in labels:
                 self.add_label(label)
-        sample = _labels_and_sample(get_examples, self, read_labels=labels is None)
+        plan = TrainingPlan(**{key: self.model.attrs[key] for key in ("max_window", "window_overlap", "max_grid_cells")})
+        sample = _labels_and_sample(get_examples, self, read_labels=labels is None, plan=plan)
         if not self.labels:
             raise ValueError(
                 f"Cannot initialize '{self.name}': it has no labels. Provide training "
@@ -239,6 +263,17 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self._grid_scorer.set_dim("nO", n_relations(len(self.labels)), force=True)
         self.model.initialize(X=[example.predicted for example in sample] or None)
         self.cfg.update(grid_scorer_dims(self.model))
+        if plan.documents:
+            self._say_training_plan(plan)
+
+    def _say_training_plan(self, plan: TrainingPlan) -> None:
+        """Keep (``self.training_plan``) and log (spaCy's logger, INFO) what training will grid and
+        its memory; ValueError (one line, the setting to change) when its largest grid batch cannot
+        fit the memory there is. ``python -m spacy_w2ner train`` prints the plan."""
+        plan.bytes_per_cell = grid_bytes_per_cell(self.model)
+        self.training_plan = plan
+        util.logger.info(plan.describe(self.name))
+        plan.check(self.name, available_memory_bytes(grid_device(self.model)))
 
     # Prediction ---------------------------------------------------------------
 
@@ -250,8 +285,12 @@ class W2NER(ReleasingPipe, TrainablePipe):
         max_window = self.model.attrs["max_window"]
         unsegmented = sum(len(doc) > max_window and not doc.has_annotation("SENT_START") for doc in docs)
         self._warnings.count(self.name, "no_sentences", unsegmented, max_window=max_window)
-        grids = segment_grids(self.model.predict(docs))
-        found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge)
+        return self.entities_from_grids(docs, segment_grids(self.model.predict(docs)))
+
+    def entities_from_grids(self, docs: Sequence[Doc], grids: Iterable[SegmentGrid]) -> List[List[Entity]]:
+        """``predict``'s entities from the docs' segment grids (relation ids and confidences per
+        cell): decoded, labelled by name, none starting or ending on whitespace."""
+        found, truncated = decode_segments(grids, len(docs), self.max_paths_per_edge, self.best_path_only)
         self._warnings.count(self.name, "truncated", truncated)
         return [
             [entity.with_label(self.labels[entity.label]) for entity in without_edge_whitespace(entities, doc)]
@@ -277,9 +316,12 @@ class W2NER(ReleasingPipe, TrainablePipe):
         losses: Optional[Dict[str, float]] = None,
         loss_denominator: Optional[int] = None,
     ) -> Dict[str, float]:
-        """spaCy's update; ``loss_denominator``: what the loss is divided by when these examples
-        are one process's share of a batch (data-parallel training gives each process the whole
-        batch's ``loss_denominator``, so the processes' gradients add up to one process's)."""
+        """One training step, the grid network's forward and backward passes one grid batch at a
+        time (``model.architecture.GridTrainingStep``): memory follows ``max_grid_cells``, not the
+        documents' length. Grids follow the gold Doc's sentences (``grid.targets.training_regions``).
+        ``loss_denominator``: what the loss is divided by when these examples are one process's
+        share of a batch (data-parallel training gives each process the whole batch's
+        ``loss_denominator(examples)``, so the processes' gradients add up to one process's)."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
@@ -289,40 +331,81 @@ class W2NER(ReleasingPipe, TrainablePipe):
         if not any(len(doc) for doc in docs):
             return losses
         set_dropout_rate(self.model, drop)
-        outputs, backprop = self.model.begin_update(docs)
-        loss, gradients = self.get_loss(examples, outputs, loss_denominator)
-        backprop(gradients)
+        gold, regions = self._gold_and_regions(examples)
+        step = GridTrainingStep(self.model, docs, regions)
+        self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, step.segments))
+        n_cells, totals = loss_denominator or _cells(step.segments), {"loss": 0.0, "triplet": 0.0, "conflicts": 0}
+
+        def gradient_of(batch) -> Floats4d:
+            loss, triplet, gradient, conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
+            totals["loss"] += loss
+            totals["triplet"] += triplet
+            totals["conflicts"] += conflicts
+            return gradient
+
+        step.backprop_each(gradient_of)
+        del step  # the step's activations, freed: the heap goes back to the system (CPU)
+        ReleaseEvery(self.model.ops, 0).add(1)
+        self._warnings.count(self.name, "thw_conflict", totals["conflicts"])
         if sgd is not None:
             self.finish_update(sgd)
-        losses[self.name] += loss
+        losses[self.name] += totals["loss"] / n_cells + totals["triplet"]
         return losses
+
+    def _gold_and_regions(self, examples: Sequence[Example]) -> Tuple[List[List[Entity]], List[List[Tuple[int, int]]]]:
+        """The examples' aligned gold entities (label ids), and the regions their grids cover:
+        the gold sentences, joined where an entity crosses them (counted)."""
+        gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
+        self._warnings.count(self.name, "misaligned", misaligned)
+        regions, joined = [], 0
+        for example, entities in zip(examples, gold):
+            doc_regions, doc_joined = training_regions(example, entities)
+            regions.append(doc_regions)
+            joined += doc_joined
+        self._warnings.count(self.name, "joined_sentences", joined)
+        return gold, regions
+
+    def _batch_loss(self, segments, logits: Floats4d, gold, n_cells: int) -> Tuple[float, float, Floats4d, int]:
+        """A grid batch's summed cross-entropy, its triplet loss where the config turns it on
+        (already divided by the step's cells: ``model.loss.grid_triplet_loss``), the gradient of
+        both (divided by the step's ``n_cells``) and its THW conflicts."""
+        targets, weights, conflicts = gold_grids(segments, logits.shape[1], gold)
+        loss, gradient = grid_cross_entropy(self.model.ops, logits, targets, weights, n_cells)
+        triplet, triplet_gradient = grid_triplet_loss(logits, segments, gold, self.model.attrs.get("triplet"), n_cells)
+        if triplet_gradient is not None:
+            gradient += triplet_gradient
+        return loss, triplet, gradient, conflicts
 
     def get_loss(
         self, examples: Sequence[Example], outputs: List[GridBatch], loss_denominator: Optional[int] = None
     ) -> Tuple[float, List[Floats4d]]:
-        """Cross-entropy over the valid grid cells, averaged over all of them (or summed and
-        divided by ``loss_denominator``, the cells of the batch these examples are part of)."""
+        """Cross-entropy over the valid grid cells of ``begin_update``'s outputs, averaged over
+        all of them (or summed and divided by ``loss_denominator``, the cells of the batch these
+        examples are part of), plus the triplet loss where the config turns it on (``update``
+        computes the same loss a grid batch at a time)."""
         gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
         segments = [segment for batch in outputs for segment in batch.segments]
         self._warnings.count(self.name, "misaligned", misaligned)
         self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, segments))
         n_cells = loss_denominator or _cells(segments)
-        loss = 0.0
-        conflicts = 0
-        gradients = []
+        loss, triplet_loss, conflicts, gradients = 0.0, 0.0, 0, []
         for batch in outputs:
-            targets, weights, batch_conflicts = gold_grids(batch.segments, batch.logits.shape[1], gold)
-            batch_loss, gradient = grid_cross_entropy(self.model.ops, batch.logits, targets, weights, n_cells)
+            batch_loss, batch_triplet, gradient, batch_conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
+            triplet_loss += batch_triplet
             loss += batch_loss
             conflicts += batch_conflicts
             gradients.append(gradient)
         self._warnings.count(self.name, "thw_conflict", conflicts)
-        return loss / n_cells, gradients
+        return loss / n_cells + triplet_loss, gradients
 
     def loss_denominator(self, examples: Sequence[Example]) -> int:
-        """The grid cells of these examples' segments: what ``get_loss`` averages over."""
+        """The grid cells of these examples' training segments (their gold sentences, joined
+        where an entity crosses them): what ``update`` averages over."""
+        gold, _ = gold_entities(examples, self.labels, self.spans_key)
+        regions = [training_regions(example, entities)[0] for example, entities in zip(examples, gold)]
         attrs = self.model.attrs
-        return _cells(segment_docs([example.predicted for example in examples], attrs["max_window"], attrs["window_overlap"]))
+        docs = [example.predicted for example in examples]
+        return _cells(segment_docs(docs, attrs["max_window"], attrs["window_overlap"], regions))
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Apply the gradients: tok2vec at the optimizer's rate, the grid network scaled."""
@@ -383,11 +466,16 @@ def first_w2ner(nlp: Language) -> Tuple[str, "W2NER"]:
     return found[0]
 
 
-def _labels_and_sample(get_examples: Callable[[], Iterable[Example]], pipe: W2NER, read_labels: bool) -> List[Example]:
+def _labels_and_sample(
+    get_examples: Callable[[], Iterable[Example]], pipe: W2NER, read_labels: bool, plan: Optional[TrainingPlan] = None
+) -> List[Example]:
     """One pass over the examples: their labels added to ``pipe`` in order of appearance (when
-    ``read_labels``); the first ten examples returned as the model's sample, the others let go."""
+    ``read_labels``), their grids counted in ``plan``; the first ten examples returned as the
+    model's sample, the others let go."""
     sample: List[Example] = []
     for example in get_examples():
+        if plan is not None:
+            plan.add(example, pipe.spans_key)
         if read_labels:
             for entity in get_entities(example.reference, pipe.spans_key):
                 pipe.add_label(entity.label)

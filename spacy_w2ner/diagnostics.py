@@ -19,6 +19,11 @@ CAUSES = {
         "holds them whole; they cannot be learned. Check the sentence boundaries, or raise "
         "max_window"
     ),
+    "joined_sentences": (
+        "sentence boundaries fell inside gold entities: the sentences around each were trained "
+        "as one grid, so no entity is cut (it is counted, not an error; many of them mean the "
+        "sentence boundaries do not suit the entities)"
+    ),
     "thw_conflict": (
         "gold entities share their first and last word with an entity of another label; "
         "one tail-to-head cell holds one label (the first entity's), so they are left out "

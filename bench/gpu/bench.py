@@ -3,7 +3,7 @@ predictions, a 50,000-token document. Runs on a CPU too (``--gpu-id -1``), end t
 
     python bench/gpu/bench.py make-encoder ENCODER_DIR --like MPNET_DIR [--layers 12 --width 768]
     python bench/gpu/bench.py train OUT_DIR --encoder ENCODER_DIR --train T.spacy --dev D.spacy \
-        --steps 300 --warmup 30 --precision bf16 --gpu-id 0         # spacy train, timed per step
+        --steps 300 --warmup 30 --precision bf16 --gpu-id 0         # our train loop, timed per step
     python bench/gpu/bench.py infer MODEL TEST.spacy --gpu-id 0       # sentences/s, grid share
     python bench/gpu/bench.py long-doc MODEL --tokens 50000 --gpu-id 0
     python bench/gpu/bench.py compare MODEL DEV.spacy --gpu-id 0      # GPU vs CPU entities
@@ -108,7 +108,8 @@ def bench_config(args, stats_path: Path) -> Path:
     training = config["training"]
     training["max_steps"] = args.steps
     training["max_epochs"] = 0
-    training["eval_frequency"] = args.steps  # evaluate at step 0 (warm-up) and at the end only
+    # Evaluate at step 0 (warm-up) and at the end only, or every --eval-every steps (the loss's course).
+    training["eval_frequency"] = args.eval_every or args.steps
     training["optimizer"]["learn_rate"]["total_steps"] = args.steps
     training["batcher"] = {
         "@batchers": "w2ner_bench.timed_batches.v1",
@@ -125,6 +126,7 @@ def bench_config(args, stats_path: Path) -> Path:
     transformer["mixed_precision_dtype"] = dtype
     if args.last_layers is not None:
         transformer["last_layers"] = args.last_layers
+    transformer["pack_spans"] = args.pack_spans == "auto"
     config["components"]["w2ner"]["model"]["mixed_precision"] = mixed
     config["components"]["w2ner"]["model"]["mixed_precision_dtype"] = dtype
     path = Path(args.output) / "bench.cfg"
@@ -134,36 +136,60 @@ def bench_config(args, stats_path: Path) -> Path:
 
 
 def train(args) -> None:
-    """``spacy train --gpu-id`` for a fixed number of steps, each step timed."""
+    """This release's training loop (``python -m spacy_w2ner train``) on the GPU for a fixed number
+    of steps, each step timed; the log's loss at each evaluation."""
     from hooks import summarize
 
     output = Path(args.output)
     stats_path = output / "step-stats.json"
     config_path = bench_config(args, stats_path)
     command = [
-        sys.executable, "-m", "spacy", "train", str(config_path),
+        sys.executable, "-m", "spacy_w2ner", "train", str(config_path),
         "--code", str(HERE / "hooks.py"),
         "--output", str(output / "model"),
         "--paths.train", args.train, "--paths.dev", args.dev,
         "--gpu-id", str(args.gpu_id),
     ]  # fmt: skip
     start = time.perf_counter()
-    subprocess.run(command, check=True)
+    finished = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = finished.stdout
+    print(log)
+    finished.check_returncode()
     wall = time.perf_counter() - start
     result = summarize(json.loads(stats_path.read_text()), args.warmup)
     result.update(
         bench="train",
+        loop="python -m spacy_w2ner train",
         config=args.config,
         encoder=encoder_description(args.encoder),
         precision=args.precision,
+        pack_spans=args.pack_spans,
         grid_timers=bool(args.grid_timers),
         batch_size=args.batch_size,
         warmup_steps=args.warmup,
+        losses_by_evaluation=logged_losses(log),
         wall_seconds_with_loading_and_evaluation=round(wall, 1),
         device=device_name(args.gpu_id),
         versions=versions(),
     )
     emit(result, args.results)
+
+
+def logged_losses(log: str) -> List[Dict]:
+    """The rows of spaCy's console logger: the step, each component's loss since the last row
+    (in the header's order), the score."""
+    header = next((line for line in log.splitlines() if line.lstrip().startswith("E ") and "LOSS" in line), "")
+    n_losses = header.count("LOSS ")
+    rows = []
+    for line in log.splitlines():
+        fields = line.split()
+        if len(fields) > 2 + n_losses and fields[0].isdigit() and fields[1].isdigit():
+            try:
+                values = [float(v) for v in fields[2:]]
+            except ValueError:
+                continue
+            rows.append({"step": int(fields[1]), "losses": values[:n_losses], "score": values[-1]})
+    return rows
 
 
 def encoder_description(path: str) -> str:
@@ -372,6 +398,8 @@ def main() -> None:
     p.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32")
     p.add_argument("--dev-limit", type=int, default=200, help="dev sentences evaluated (0: all)")
     p.add_argument("--grid-timers", type=int, default=0, help="1: time the grid network (adds 4 syncs a step)")
+    p.add_argument("--pack-spans", choices=["auto", "false"], default="auto", help="the encoder's pack_spans: auto (probed) or false (padded)")
+    p.add_argument("--eval-every", type=int, default=0, help="evaluate (and log the loss) every N steps (0: at the end only)")
     p.add_argument("--gpu-id", type=int, default=0)
     p.set_defaults(run=train)
 

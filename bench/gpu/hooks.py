@@ -123,7 +123,12 @@ def summarize(stats: Dict, warmup_steps: int) -> Dict[str, object]:
     grid_seconds = sum(stats["grid_forward_s"][first:last]) + sum(stats["grid_backward_s"][first:last])
     timers = bool(stats["grid_forward_s"])
     sentences = sum(b["sentences"] for b in timed)
+    # The median step: robust to the steps that also evaluated and wrote a checkpoint.
+    intervals = sorted(b["time"] - a["time"] for a, b in zip(batches[warmup_steps:-1], batches[warmup_steps + 1 :]))
+    median = intervals[len(intervals) // 2]
     return {
+        "median_step_s": round(median, 4),
+        "sentences_per_s_at_median_step": round(sentences / len(timed) / median, 1),
         "steps": len(timed),
         "sentences": sentences,
         "seconds": round(seconds, 3),

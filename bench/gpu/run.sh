@@ -7,8 +7,8 @@
 #                     reference code (bench/reference/reference.py prepare) if it is not there
 #   diagnose          profile_steps.py: a training step in float32, bfloat16 and float16 (torch's
 #                     profiler: device kernels and host operators), cuDNN deterministic on and off
-#   train-speed       ours, `spacy train --gpu-id` timed per step (bench.py train): batch 12
-#                     (the paper's) and $BIG_BATCH, float32 and bfloat16
+#   train-speed       ours, `python -m spacy_w2ner train --gpu-id` timed per step (bench.py train):
+#                     $TRAIN_SETTINGS, each BATCH:PRECISION[:padded] (padded: pack_spans false)
 #   infer-speed       ours: inference at batch 32 and 128 (whole pipeline, encoder alone), the
 #                     $TOKENS-token document (first, again, without sentences)
 #   reference-speed   ljynlp/W2NER with the same encoder, data and batch size: training and
@@ -22,6 +22,7 @@
 #   train-scaling     data-parallel training (bench/train_scaling.py gpu): plain `train` against
 #                     `torchrun --nproc-per-node 1` (NCCL) on w2ner_mpnet_gpu.cfg, the same weights?
 #                     the same seconds a step? ($RESULTS_DIR/gpu-train-scaling.json)
+#   gpu-tests         pytest -m gpu on $GPU_TESTS (issue 53's float16 loss scaling on CUDA, GPU = CPU)
 #   all               setup diagnose train-speed infer-speed reference-speed
 #
 # Speed stages use the random-weight encoder of MPNet's shape when the real weights are not
@@ -43,7 +44,9 @@ ACC_STEPS=${ACC_STEPS:-1670} ENCODER=${ENCODER:-auto}
 DIAG_PRECISIONS=${DIAG_PRECISIONS:-"fp32 bf16 fp16"} NONDETERMINISTIC=${NONDETERMINISTIC:-"fp32 bf16"}
 TRAIN_SETTINGS=${TRAIN_SETTINGS:-"12:fp32 12:bf16 $BIG_BATCH:bf16 $BIG_BATCH:fp32"}
 INFER_SETTINGS=${INFER_SETTINGS:-"fp32:32 fp32:128 bf16:32 bf16:128"} REF_BATCHES=${REF_BATCHES:-"12 $BIG_BATCH"}
-PROBE=${PROBE:-1}
+PROBE=${PROBE:-1} EVAL_EVERY=${EVAL_EVERY:-0}
+# The GPU tests (pytest -m gpu) of these files, in the gpu-tests stage.
+GPU_TESTS=${GPU_TESTS:-"tests/model/test_training_step.py tests/model/test_gpu_paths.py"}
 # Extra arguments of the accuracy runs (a check of this script on a CPU: a few steps).
 ACC_ARGS=${ACC_ARGS:-} REF_ARGS=${REF_ARGS:-}
 DATA=corpora/converted/cadec
@@ -128,11 +131,14 @@ diagnose() {
 
 train_speed() {
   local encoder; encoder=$(speed_encoder)
-  for setting in $TRAIN_SETTINGS; do
-    set -- ${setting/:/ }
+  for setting in $TRAIN_SETTINGS; do  # BATCH:PRECISION[:padded]
+    set -- ${setting//:/ }
     [ "$GPU_ID" -lt 0 ] && [ "$2" != fp32 ] && continue
-    step "train-b$1-$2" $BENCH train "$WORK/train-b$1-$2" --encoder "$encoder" --batch-size "$1" --precision "$2" \
-      --train $DATA/train.spacy --dev $DATA/dev.spacy --steps "$STEPS" --warmup "$WARMUP" --gpu-id "$GPU_ID"
+    local name="train-b$1-$2${3:+-$3}" pack=auto
+    [ "${3:-}" = padded ] && pack=false
+    step "$name" $BENCH train "$WORK/$name" --encoder "$encoder" --batch-size "$1" --precision "$2" \
+      --train $DATA/train.spacy --dev $DATA/dev.spacy --steps "$STEPS" --warmup "$WARMUP" --gpu-id "$GPU_ID" \
+      --pack-spans $pack --eval-every "$EVAL_EVERY"
   done
 }
 
@@ -240,6 +246,8 @@ train_scaling() {
   local encoder; encoder=$(speed_encoder)
   step train-scaling $PY bench/train_scaling.py gpu $DATA/train.spacy --encoder "$encoder" --gpu-id "$GPU_ID" \
     --steps "$STEPS" --warmup "$WARMUP" --output "$RESULTS_DIR/gpu-train-scaling.json"
+gpu_tests() {  # the tests marked gpu (skipped without CUDA), run where there is one
+  step gpu-tests $PY -m pytest $GPU_TESTS -m gpu -q -p no:cacheprovider
 }
 
 mkdir -p "$WORK/logs"
@@ -257,6 +265,7 @@ for stage in $STAGES; do
     accuracy-collect) accuracy_collect ;;
     minilm-accuracy) minilm_accuracy ;;
     train-scaling) train_scaling ;;
+    gpu-tests) gpu_tests ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done

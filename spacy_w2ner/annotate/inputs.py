@@ -5,7 +5,8 @@ An ``Item`` is one input document in input order (``position``), with where it c
 from being a document (not UTF-8, not JSON, no text, empty; ``text_problem`` is the one rule for
 a text): such items flow on in order, so they are reported and counted, never silently dropped.
 ``.gz`` files are read transparently; nothing is loaded whole (a DocBin is read one Doc at a
-time). A named pipe is read as it comes, like standard input.
+time). A named pipe is read as it comes, like standard input. ``read_texts`` gives the texts
+alone, strictly, for the commands that learn from raw text (``adapt-encoder``).
 """
 import gzip
 import json
@@ -19,6 +20,13 @@ from ..formats import NAME_KEY, DocBinFile
 from ..messages import not_utf8
 
 INPUT_FORMATS = ("txt", "jsonl", "spacy")
+# The problems of an input that holds no text at all (a blank line, an empty note).
+EMPTY_LINE = "empty line: no document"
+EMPTY_FILE = "empty file: no document"
+
+
+class InputError(ValueError):
+    """An input cannot be read (the message names the file, line or document and what is wrong)."""
 
 
 @dataclass
@@ -81,6 +89,28 @@ def read_inputs(
     return islice(items, start, stop) if (start or stop is not None) and input_format == "spacy" else items
 
 
+def read_texts(path: Union[str, Path], input_format: Optional[str] = None, text_key: str = "text", counts: Optional[Dict[str, int]] = None) -> Iterator[Tuple[str, str]]:
+    """Every document's ``(source, text)``, in input order: a directory's ``.txt`` notes (one
+    document a file), a text file's lines, a JSONL file's ``text_key`` fields, a DocBin's texts
+    (the format from ``input_format`` or the name, as ``read_inputs``). Blank lines and empty
+    notes hold no text and are passed over (counted in ``counts["blank"]``); any other problem
+    (not UTF-8, not JSON, no ``text_key`` or an empty one) is an InputError naming file:line."""
+    from spacy.vocab import Vocab
+
+    path = Path(path)
+    directory = path.is_dir()
+    found = input_format_of(path, doc_per_file=directory, given=None if directory else input_format)
+    counts = {} if counts is None else counts
+    counts.setdefault("blank", 0)
+    for item in read_inputs(path, found, text_key=text_key, doc_per_file=directory, vocab=Vocab()):
+        if item.problem is None:
+            yield item.source, item.text
+        elif item.problem in (EMPTY_LINE, EMPTY_FILE):
+            counts["blank"] += 1
+        else:
+            raise InputError(f"{item.source}: {item.problem}")
+
+
 def count_inputs(path: Union[str, Path], input_format: str, doc_per_file: bool = False) -> Optional[int]:
     """How many documents the input holds (for the progress bar's ETA); None for standard input."""
     if str(path) == "-":
@@ -131,7 +161,7 @@ def _text_item(position: int, source: str, number: int, raw: bytes) -> Item:
     where = f"{source}:{number}"
     text, problem = _decode(raw)
     if problem is None and not text.strip():
-        problem = "empty line: no document"
+        problem = EMPTY_LINE
     return Item(position, where, number, text, problem=problem)
 
 
@@ -161,7 +191,7 @@ def _jsonl_item(position: int, source: str, number: int, raw: bytes, text_key: s
     if problem is not None:
         return Item(position, where, number, problem=problem)
     if not line.strip():
-        return Item(position, where, number, problem="empty line: no document")
+        return Item(position, where, number, problem=EMPTY_LINE)
     try:
         record = json.loads(line)
     except json.JSONDecodeError as err:
@@ -182,7 +212,7 @@ def _read_directory(directory: Path, start: int = 0, stop: Optional[int] = None)
         with _open_binary(path) as f:
             text, problem = _decode(f.read())
         if problem is None and not text.strip():
-            problem = "empty file: no document"
+            problem = EMPTY_FILE
         yield Item(position, str(path), identifier, text, problem=problem)
 
 

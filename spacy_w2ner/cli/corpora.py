@@ -1,14 +1,27 @@
 """Corpus commands: convert (a format -> .spacy), export (.spacy -> a format), label-studio-config,
 split (dev from train) and filter (contiguous entities only)."""
 import json
+from collections import Counter
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 import typer
 
 from .. import formats
+from ..common import option
 from ..formats import EXPORT_FORMATS, FORMATS
-from ._util import _blank_nlp, _check_keys, _fail, _output_dir, _output_file, _progress, _read_docbin, app
+from ._util import _blank_nlp, _check_keys, _fail, _output_dir, _output_file, _progress, _read_docbin, app, with_options
+
+DOCUMENTS = "brat, bioc, pubtator, label-studio"
+
+
+def _summary(sentence_docs: bool = False) -> "formats.CorpusSummary":
+    """The counts a command prints, with the entities the grid cannot hold (THW conflicts)."""
+    from ..grid.codec import thw_conflicts
+
+    return formats.CorpusSummary(sentence_docs=sentence_docs, conflicts=thw_conflicts)
+
 
 def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
     """Pass docs through, copying their entities to doc.ents (FormatError when one cannot go)."""
@@ -22,7 +35,38 @@ def _with_ents(docs: Iterable, spans_key: str) -> Iterator:
         yield doc
 
 
+@dataclass
+class FormatOptions:
+    """The options of the input formats (``formats.FORMATS``); None: the format's default. A format
+    refuses an option it does not take."""
+
+    tag_column: Optional[int] = option(None, "conll: index of the tag column (default: the last)")
+    scheme: Optional[str] = option(None, "conll: tag scheme, BIO, IOB1 or BIOES (also BILOU); default BIO")
+    tokenizer: Optional[str] = option(None, f"{DOCUMENTS}: 'spacy' (spacy.blank(lang)'s tokenizer, the default) or 'whitespace'")
+    sentencizer: Optional[bool] = option(
+        None, f"{DOCUMENTS}: sentence boundaries by spaCy's sentencizer where the file states none (BioC's <sentence>s), never inside an entity (default: on; off: only the file's)"
+    )
+    split_tokens: Optional[bool] = option(
+        None, f"{DOCUMENTS}: split a token where an annotation starts or ends inside it, so it becomes an entity (default: on; off: listed, not converted)"
+    )
+    check_text: Optional[bool] = option(None, "brat: check each annotation's text against its offsets (default: on)")
+    type_key: Optional[str] = option(None, "bioc: the infon that holds an annotation's type (default: type)")
+    doc_per: Optional[str] = option(None, "bioc: one Doc per 'document' (the default) or per 'passage'")
+    use: Optional[str] = option(None, "label-studio: read each task's 'annotations' (the default) or 'predictions'")
+    annotations: Optional[str] = option(
+        None, "label-studio: of a task's annotations, the 'latest' that was not cancelled (the default), the 'first', or 'all' (a Doc each)"
+    )
+    text_key: Optional[str] = option(None, "label-studio: the key of a task's data that holds the text (default: text, else the data's only string)")
+    strict: Optional[bool] = option(
+        None, f"{DOCUMENTS}: stop at the first annotation that cannot be an entity, or line the reader does not know (default: list and count them)"
+    )
+
+    def given(self) -> Dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
 @app.command()
+@with_options(FormatOptions)
 def convert(
     input_format: str = typer.Argument(..., help=f"Input format: {', '.join(FORMATS)}"),
     input_path: Path = typer.Argument(
@@ -31,35 +75,20 @@ def convert(
     output_dir: Path = typer.Argument(..., help="Directory for the .spacy file"),
     lang: str = typer.Option("en", help="Language of the blank vocab (brat: and of its tokenizer)"),
     spans_key: str = typer.Option("w2ner", help="doc.spans key for the entities"),
-    tag_column: Optional[int] = typer.Option(None, help="conll: index of the tag column (default: the last)"),
-    scheme: Optional[str] = typer.Option(None, help="conll: tag scheme, BIO, IOB1 or BIOES (also BILOU); default BIO"),
-    tokenizer: Optional[str] = typer.Option(None, help="brat: 'spacy' (spacy.blank(lang)'s tokenizer, the default) or 'whitespace'"),
-    sentencizer: Optional[bool] = typer.Option(None, help="brat: set sentence boundaries with spaCy's sentencizer"),
-    check_text: Optional[bool] = typer.Option(None, help="brat: check each annotation's text against its offsets (default: on)"),
-    type_key: Optional[str] = typer.Option(None, help="bioc: the infon that holds an annotation's type (default: type)"),
-    doc_per: Optional[str] = typer.Option(None, help="bioc: one Doc per 'document' (the default) or per 'passage'"),
-    use: Optional[str] = typer.Option(None, help="label-studio: read each task's 'annotations' (the default) or 'predictions'"),
-    strict: Optional[bool] = typer.Option(
-        None, "--strict", help="bioc, pubtator, label-studio: stop at the first annotation that cannot be an entity (default: list and count them)"
-    ),
     name: str = typer.Option("", help="Name of the output file, without .spacy (default: the input's name)"),
     ents: bool = typer.Option(
         False, help="Also write the entities to doc.ents, for spaCy's ner (flat corpora only)"
     ),
+    options: FormatOptions = None,
 ):
     """Convert a corpus to a .spacy DocBin with the doc.spans contract, and print its counts as JSON.
 
     Malformed input stops the conversion with exit code 1 and a message naming file:line.
     With ``--ents`` a discontinuous or overlapping entity stops it too, naming the doc.
     """
-    given_options = {
-        "tag_column": tag_column, "scheme": scheme, "tokenizer": tokenizer,
-        "sentencizer": sentencizer, "check_text": check_text, "type_key": type_key, "doc_per": doc_per,
-        "use": use, "strict": strict,
-    }  # fmt: skip
     try:
         fmt = formats.format_named(input_format)
-        options = {key: value for key, value in given_options.items() if value is not None}
+        options = options.given()
         formats.check_format_options(input_format, options)
     except ValueError as err:
         raise typer.BadParameter(str(err))
@@ -74,7 +103,7 @@ def convert(
         raise typer.BadParameter(str(err))
     name = name or (input_path.name if input_path.is_dir() else input_path.stem)
     output_path = output_dir / (name + ".spacy")
-    summary = formats.CorpusSummary(sentence_docs=fmt.one_doc_per != "document")
+    summary = _summary(sentence_docs=fmt.one_doc_per != "document")
     try:
         formats.write_docbin(_progress(_listing_skipped(_with_ents(docs, spans_key) if ents else docs)), output_path, spans_key, summary=summary)
     except formats.FormatError as err:
@@ -85,15 +114,16 @@ def convert(
 
 
 def _listing_skipped(docs: Iterable) -> Iterator:
-    """Pass docs through, printing each annotation of the source that is not an entity (and why)."""
-    from ..formats.standoff import skipped
+    """Pass docs through, printing each annotation of the source that is not an entity, and each
+    line or element a reader passed over (and why)."""
+    from ..formats.standoff import UNKNOWN, skipped
 
     for doc in docs:
         name = doc.user_data.get(formats.NAME_KEY, "?")
         if formats.NOT_A_DOCUMENT_KEY in doc.user_data:
             typer.echo(f"warning: {name}: {doc.user_data[formats.NOT_A_DOCUMENT_KEY]}: not converted", err=True)
-        for annotation_id, _, why in skipped(doc):
-            typer.echo(f"warning: {name}: annotation {annotation_id}: {why}", err=True)
+        for what, kind, why in skipped(doc):  # what: 'annotation ID', or file:line for a line not read
+            typer.echo(f"warning: {what if kind == UNKNOWN else f'{name}: {what}'}: {why}", err=True)
         yield doc
 
 
@@ -146,12 +176,14 @@ def export(
         _fail(str(err))
     with source:  # read twice, one Doc at a time: counted and checked, then written
         keys: set = set()
-        summary = formats.summarize((_noting_keys(doc, keys) for doc in _progress(source.docs(vocab))), spans_key)
+        relations: Counter = Counter()  # relations kept with the docs, per format they were read from
+        summary = formats.summarize((_noting_keys(doc, keys, relations) for doc in _progress(source.docs(vocab))), spans_key, summary=_summary())
         _check_keys(summary.documents, keys, spans_key, str(input_path))
         if output_format == "pubtator" and summary.discontinuous and "discontinuous" not in options:
             _fail(f"{input_path}: {summary.discontinuous} discontinuous entities, which PubTator cannot hold: "
                   "choose --discontinuous split (a line per fragment), span (one line from the first to the last character) or skip")
         problems = _export(fmt, source.docs(vocab), output, spans_key, options)
+    problems += [f"{n} relations read from {name} are not written: only the {name} exporter writes them" for name, n in relations.items() if name != output_format]
     for problem in problems:
         typer.echo(f"warning: {problem}", err=True)
     typer.echo(f"{input_path} -> {output}")
@@ -163,8 +195,11 @@ def export(
     typer.echo(json.dumps(counts, ensure_ascii=False))
 
 
-def _noting_keys(doc, keys: set):
+def _noting_keys(doc, keys: set, relations: Counter):
     keys.update(doc.spans)
+    kept = doc.user_data.get(formats.RELATIONS_KEY) or {}
+    if kept.get("items"):
+        relations[kept["format"]] += len(kept["items"])
     return doc
 
 
@@ -225,7 +260,7 @@ def split(
     dev = [doc for i, doc in enumerate(docs, start=1) if i % every == 0]
     train = [doc for i, doc in enumerate(docs, start=1) if i % every != 0]
     for name, part in (("train", train), ("dev", dev)):
-        summary = formats.write_docbin(part, output_dir / f"{name}.spacy", spans_key)
+        summary = formats.write_docbin(part, output_dir / f"{name}.spacy", spans_key, summary=_summary())
         typer.echo(f"{name}: " + json.dumps(summary.as_dict(), ensure_ascii=False))
 
 
@@ -254,7 +289,7 @@ def filter_entities(
         kept = [entity for entity in entities if not entity.is_discontinuous]
         removed += len(entities) - len(kept)
         set_entities(doc, [(e.label, e.tokens, e.score) for e in kept], spans_key)
-    summary = formats.write_docbin(docs, output_path, spans_key)
+    summary = formats.write_docbin(docs, output_path, spans_key, summary=_summary())
     typer.echo(f"{input_path} -> {output_path}: removed {removed} discontinuous entities")
     typer.echo(json.dumps(summary.as_dict(), ensure_ascii=False))
 

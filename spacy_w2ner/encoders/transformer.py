@@ -17,7 +17,7 @@ from ..model.types import no_backprop
 from ..nn.fused_adam import check_half_dtype, fuse_updates
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
-from .packing import TOLERANCE, PackedWordpieces, largest_difference, pack, pooled_output, unpack_outputs
+from .packing import PackedWordpieces, pack, packing_offset, pooled_output, unpack_outputs
 
 
 @registry.architectures("spacy_w2ner.ChunkedTransformerModel.v1")
@@ -31,36 +31,30 @@ def chunked_transformer_model(
     max_spans_per_pass: int = 64,
     last_layers: int = 1,
     mixed_precision_dtype: str = "float16",
+    pack_spans: bool = True,
+    training_pass_wordpieces: int = 1024,
 ) -> Model:
     """spacy-transformers' ``TransformerModel.v3`` that runs at most ``max_spans_per_pass``
-    spans through the encoder at once when predicting, and whose output can be the mean
-    of the encoder's ``last_layers`` top layers.
+    spans through the encoder at once when predicting, whose output can be the mean of the
+    encoder's ``last_layers`` top layers, and whose training memory is bounded too.
 
-    spacy-transformers encodes all the strided spans of a batch of docs in one
-    forward pass, so one 50,000-token doc (about 500 spans of 128 tokens) holds
-    the activations of every span at once, over a gigabyte for a small encoder.
-    Here inference runs the spans in chunks and concatenates the outputs, which
-    gives the same vectors with memory bounded by the chunk. The chunks group spans of
-    similar length, each cut to its own longest span: a batch of sentences in the order
-    they come pads every sentence to the batch's longest (CADEC's test set: 3.4 times its
-    wordpieces in batches of 64), and the encoder's work grows with the padding. Training
-    is unchanged (the backward pass needs all activations).
+    spacy-transformers encodes all the strided spans of a batch of docs in one forward pass,
+    so one 50,000-token doc (about 500 spans of 128 tokens) holds the activations of every
+    span at once. Here inference runs the spans in chunks of similar length, each cut to its
+    own longest span (CADEC's test set padded to each batch's longest was 3.4 times its
+    wordpieces), the outputs concatenated: the same vectors in bounded memory. Training packs
+    the spans into rows, and encodes a large batch in recomputed passes
+    (``_set_training_passes``: ``pack_spans``, ``training_pass_wordpieces``).
 
-    ``last_layers`` > 1 replaces the output's ``last_hidden_state`` by the mean of the
-    top ``last_layers`` hidden layers (the reference W2NER's ``use_bert_last_4_layers``),
-    computed in the torch graph, so gradients flow into all of them. Listeners see it as
-    the usual last hidden state.
+    ``last_layers`` > 1 replaces ``last_hidden_state`` by the mean of the top ``last_layers``
+    hidden layers (the reference W2NER's ``use_bert_last_4_layers``), in the torch graph.
 
-    Built from ``TransformerModel.v3`` with public APIs only: its encoder node
-    (``hf-pytorch``) is replaced (``Model.replace_node``) by one with the same name,
-    shim and weights whose forward runs Thinc's PyTorch forward per chunk and whose
-    input/output converters ask the encoder for its hidden states and average the top
-    ones. The node tree and the serialized weights are those of ``TransformerModel.v3``.
-
-    Its shim updates the encoder's weights in one fused optimizer step, and
-    ``mixed_precision`` autocasts to ``mixed_precision_dtype`` ("bfloat16": no loss
-    scaling, so the grad scaler is off unless ``grad_scaler_config`` turns it on);
-    see ``nn.fused_adam``.
+    Built from ``TransformerModel.v3`` with public APIs only: its encoder node (``hf-pytorch``)
+    is replaced (``Model.replace_node``) by one with the same name, shim and weights; the node
+    tree and the serialized weights are ``TransformerModel.v3``'s. Its shim updates the
+    encoder in one fused optimizer step, and ``mixed_precision`` autocasts to
+    ``mixed_precision_dtype`` ("bfloat16": no loss scaling unless ``grad_scaler_config`` turns
+    it on); see ``nn.fused_adam``.
     """
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
@@ -78,6 +72,7 @@ def chunked_transformer_model(
     keep_hidden_states = bool(transformer_config.get("output_hidden_states", False))
     chunked = _chunked_encoder(encoder, max_spans_per_pass, last_layers, keep_hidden_states)
     chunked.attrs["loss_scaling"] = bool(grad_scaler_config["enabled"])
+    _set_training_passes(chunked, pack_spans, training_pass_wordpieces)
     model.replace_node(encoder, chunked)
     return model
 
@@ -94,6 +89,8 @@ def chunked_transformer_model_v2(
     last_layers: int = 1,
     mixed_precision_dtype: str = "float16",
     int8_layers: List[str] = [],
+    pack_spans: bool = True,
+    training_pass_wordpieces: int = 1024,
 ) -> Model:
     """``ChunkedTransformerModel.v1`` whose encoder's Linear layers that ``int8_layers`` matches
     (regular expressions over the layer names, ``re.search``) are int8 for CPU inference
@@ -105,7 +102,7 @@ def chunked_transformer_model_v2(
         raise ValueError("int8_layers and mixed_precision do not go together: int8 layers run on a CPU only")
     model = chunked_transformer_model(
         name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config,
-        max_spans_per_pass, last_layers, mixed_precision_dtype,
+        max_spans_per_pass, last_layers, mixed_precision_dtype, pack_spans, training_pass_wordpieces,
     )  # fmt: skip
     if patterns:
         for shim in node_named(model, "hf-pytorch").shims:
@@ -132,6 +129,23 @@ def _chunked_encoder(encoder: Model, max_spans_per_pass: int, last_layers: int, 
             "keep_hidden_states": keep_hidden_states,
         },
     )
+
+
+def _set_training_passes(chunked: Model, pack_spans: bool, training_pass_wordpieces: int) -> None:
+    """``pack_spans``: training packs a batch's spans into rows (``packing.py``) where the encoder
+    gives the padded pass's vectors so (probed once); false always pads them.
+
+    ``training_pass_wordpieces``: a training batch of more wordpieces than this (documents: 16
+    abstracts are about 6,400) is encoded in passes of at most this many, whose activations are
+    recomputed in the backward pass (``_train_recomputing``): the encoder's training memory
+    follows one pass (MiniLM about 350 KB a wordpiece, MPNet about 1.2 MB), not the batch, for
+    one more forward pass of the encoder. Smaller batches (sentences) train as before; 0 never
+    recomputes."""
+    if not pack_spans:
+        chunked.attrs["packs"] = False
+    if training_pass_wordpieces < 0:
+        raise ValueError(f"training_pass_wordpieces must be 0 (off) or more, got {training_pass_wordpieces}")
+    chunked.attrs["training_pass_wordpieces"] = training_pass_wordpieces
 
 
 def node_named(model: Model, name: str) -> Model:
@@ -162,6 +176,9 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     if len(wordpieces) == 0:
         return pytorch_forward(model, wordpieces, is_train)
     widths = unpadded_widths(wordpieces.attention_mask)
+    limit = model.attrs.get("training_pass_wordpieces", 0)
+    if is_train and limit and int(widths.sum()) > limit:
+        return _train_recomputing(model, wordpieces, widths, limit)
     if is_train:
         passes = list(group_by_length(widths, _tokens, min_cost=MIN_TOKENS_PER_TRAINING_PASS))
     else:
@@ -188,23 +205,14 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
 
 
 def _packs(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray) -> bool:
-    """Whether this encoder trains on packed spans: decided once (``packing.py``), on a few
-    spans of its first batch, by comparing their packed vectors with a padded pass's, with
-    positions counted from 0 and from the padding id + 1 (RoBERTa's and MPNet's way)."""
+    """Whether this encoder trains on packed spans: decided once (``packing.packing_offset``), on
+    a few spans of its first batch, by comparing their packed vectors with a padded pass's."""
     if model.attrs.get("packs") is None:
         sample = numpy.argsort(widths)[: 4]
         spans = _take_spans(wordpieces, sample, int(widths[sample].max()))
-        padded = pytorch_forward(model, spans, False)[0]
         pad_id = getattr(model.shims[0]._model.config, "pad_token_id", None)
-        model.attrs["packs"] = False
-        for offset in [0] + ([pad_id + 1] if pad_id is not None else []):
-            try:
-                packed = pytorch_forward(model, pack(spans, widths[sample], offset), False)[0]
-            except (ValueError, TypeError, RuntimeError):
-                break  # the encoder takes no position ids or 3D mask
-            if largest_difference(packed, padded, widths[sample]) <= TOLERANCE * max(1.0, float(padded.last_hidden_state.abs().max())):
-                model.attrs.update(packs=True, position_offset=offset)
-                break
+        offset = packing_offset(lambda batch: pytorch_forward(model, batch, False)[0], spans, widths[sample], pad_id)
+        model.attrs.update(packs=offset is not None, position_offset=offset)
     return model.attrs["packs"]
 
 
@@ -235,6 +243,58 @@ def _train_in_passes(model: Model, wordpieces: WordpieceBatch, widths: numpy.nda
         return []
 
     return output_type(**merged), backprop_passes
+
+
+def _train_recomputing(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray, limit: int):
+    """The training forward of a large batch in passes of at most ``limit`` wordpieces (packed
+    where the encoder packs), run without keeping their activations: only the outputs are kept,
+    in arrays for all spans. The backward pass runs each pass's forward again, with the random
+    state its first run had (the same dropout masks), and its backward pass at once, so one
+    pass's activations live at a time; then the random state goes back to where it was, so
+    what follows draws what it would have drawn. The gradients are those of one pass over the
+    batch, to float rounding."""
+    shape = (len(wordpieces), wordpieces.input_ids.shape[1])
+    packs = _packs(model, wordpieces, widths)
+    merged: dict = {}
+    passes = []
+    for rows in group_by_length(widths, _tokens, max_cost=limit, min_cost=MIN_TOKENS_PER_TRAINING_PASS):
+        rows = numpy.asarray(rows)
+        width = int(widths[rows].max())
+        spans = _take_spans(wordpieces, rows, width)
+        spans = pack(spans, widths[rows], model.attrs["position_offset"]) if packs else spans
+        state = _random_states()
+        with torch.no_grad():
+            output = pytorch_forward(model, spans, True)[0]
+            output_type = type(output)
+            for key, value in output.items():
+                merged[key] = _copy_rows(merged.get(key), value, rows, shape, key)
+        del output
+        passes.append((torch.as_tensor(rows), width, spans, state))
+
+    def backprop_recomputing(d_output):
+        device = next(iter(d_output.values())).device
+        after = _random_states()
+        for index, width, spans, state in passes:
+            _set_random_states(state)
+            backprop = pytorch_forward(model, spans, True)[1]
+            index = index.to(device)
+            backprop(type(d_output)(**{key: value[index, :width] for key, value in d_output.items()}))
+        _set_random_states(after)
+        return []
+
+    return output_type(**merged), backprop_recomputing
+
+
+def _random_states():
+    """Torch's random states (the CPU's, and the current CUDA device's where there is one)."""
+    return torch.get_rng_state(), torch.cuda.get_rng_state() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+
+def _set_random_states(states) -> None:
+    cpu, cuda = states
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state(cuda)
 
 
 def unpadded_widths(attention_mask) -> numpy.ndarray:

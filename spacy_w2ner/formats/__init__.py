@@ -17,9 +17,11 @@ is wrong. No entity is dropped: ``CorpusSummary`` counts what was read.
 - ``read_pubtator``: PubTator (one Doc per document);
 - ``read_label_studio``: a Label Studio JSON export (one Doc per task).
 
-Writers: ``docs_to_w2ner_json`` / ``write_w2ner_json``, ``docs_to_brat``, ``docs_to_bioc``, ``docs_to_pubtator``, ``docs_to_label_studio`` and
-``write_docbin`` (.spacy). ``standoff`` maps annotations at character offsets (BioC, PubTator,
-Label Studio) to entities and back, listing those that cannot be entities.
+Writers: ``docs_to_w2ner_json`` / ``write_w2ner_json``, ``docs_to_brat``, ``docs_to_bioc``,
+``docs_to_pubtator``, ``docs_to_label_studio`` and ``write_docbin`` (.spacy). ``standoff`` is the
+one rule by which annotations at character offsets (brat, BioC, PubTator, Label Studio) become
+entities and go back: texts written as other tools write them, tokens split at annotation
+boundaries, sentence boundaries never inside an entity, what is not read listed and counted.
 """
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ from .base import (
     IGNORED_KEY,
     NAME_KEY,
     NOT_A_DOCUMENT_KEY,
+    RELATIONS_KEY,
     REPAIRED_KEY,
     CorpusSummary,
     FormatError,
@@ -43,7 +46,8 @@ from .docbin import DocBinFile, DocBinStream, write_docbin
 from .bioc import BIOC_KEY, check_bioc_options, docs_to_bioc, read_bioc
 from .label_studio import LABEL_STUDIO_KEY, check_label_studio_options, docs_to_label_studio, label_studio_config, read_label_studio
 from .pubtator import PUBTATOR_KEY, docs_to_pubtator, read_pubtator
-from .brat import BRAT_TOKENIZERS, check_brat_options, docs_to_brat, read_brat, read_brat_collection, whitespace_tokenize
+from .brat import docs_to_brat, read_brat, read_brat_collection
+from .standoff import TOKENIZERS, check_tokenizer, whitespace_tokenize
 from .dai import parse_dai_mentions, read_dai_text
 from .tagged import CONLL_SCHEMES, check_conll_options, check_scheme, chunk_tags, parse_tag, read_bmes, read_conll
 from .w2ner_json import docs_to_w2ner_json, read_w2ner_json, w2ner_record_to_doc, write_w2ner_json
@@ -89,36 +93,30 @@ def _read_bmes(path: PathLike, nlp: Language, spans_key: str) -> Iterator[Doc]:
     return read_bmes(path, nlp.vocab, spans_key)
 
 
-def _read_brat(
-    path: PathLike, nlp: Language, spans_key: str, tokenizer: str, sentencizer: bool, check_text: bool
-) -> Iterator[Doc]:
-    return read_brat_collection(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer, sentencizer), check_text)
+def _read_brat(path: PathLike, nlp: Language, spans_key: str, tokenizer: str, check_text: bool, **options) -> Iterator[Doc]:
+    return read_brat_collection(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer), check_text, **options)
 
 
-def _tokenizer(nlp: Language, tokenizer: str, sentencizer: bool = False):
-    """The tokenizer option as a function of the text: spaCy's (with the sentencizer) or whitespace."""
-    tokenize = nlp.tokenizer if tokenizer == "spacy" else (lambda text: whitespace_tokenize(text, nlp.vocab))
-    if not sentencizer:
-        return tokenize
-    from spacy.pipeline import Sentencizer
-
-    set_sentences = Sentencizer()
-    return lambda text: set_sentences(tokenize(text))
+def _tokenizer(nlp: Language, tokenizer: str):
+    """The tokenizer option as a function of the text: the pipeline's (spaCy's) or whitespace."""
+    return nlp.tokenizer if tokenizer == "spacy" else (lambda text: whitespace_tokenize(text, nlp.vocab))
 
 
-def _read_bioc(
-    path: PathLike, nlp: Language, spans_key: str, tokenizer: str, sentencizer: bool, type_key: str, doc_per: str, strict: bool
-) -> Iterator[Doc]:
-    return read_bioc(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer, sentencizer), type_key, doc_per, strict)
+def _read_bioc(path: PathLike, nlp: Language, spans_key: str, tokenizer: str, type_key: str, doc_per: str, **options) -> Iterator[Doc]:
+    return read_bioc(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer), type_key, doc_per, **options)
 
 
-def _read_pubtator(path: PathLike, nlp: Language, spans_key: str, tokenizer: str, sentencizer: bool, strict: bool) -> Iterator[Doc]:
-    return read_pubtator(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer, sentencizer), strict)
+def _read_pubtator(path: PathLike, nlp: Language, spans_key: str, tokenizer: str, **options) -> Iterator[Doc]:
+    return read_pubtator(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer), **options)
 
 
-def _read_label_studio(path: PathLike, nlp: Language, spans_key: str, tokenizer: str, sentencizer: bool, use: str, strict: bool) -> Iterator[Doc]:
-    return read_label_studio(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer, sentencizer), use, strict)
+def _read_label_studio(path: PathLike, nlp: Language, spans_key: str, tokenizer: str, **options) -> Iterator[Doc]:
+    return read_label_studio(path, nlp.vocab, spans_key, _tokenizer(nlp, tokenizer), **options)
 
+
+# The options of every document format (standoff.Reading): how annotations at character offsets
+# become entities, and sentence boundaries.
+DOCUMENT_OPTIONS = {"tokenizer": "spacy", "sentencizer": True, "split_tokens": True, "strict": False}
 
 FORMATS: Dict[str, Format] = {
     "w2ner-json": Format(_read_w2ner_json, "record", write=write_w2ner_json),
@@ -130,32 +128,32 @@ FORMATS: Dict[str, Format] = {
     "brat": Format(
         _read_brat,
         "document",
-        options={"tokenizer": "spacy", "sentencizer": False, "check_text": True},
-        check=check_brat_options,
+        options={**DOCUMENT_OPTIONS, "check_text": True},
+        check=check_tokenizer,
         reads_directory=True,
         write=docs_to_brat,
     ),
     "bioc": Format(
         _read_bioc,
         "document",
-        options={"tokenizer": "spacy", "sentencizer": False, "type_key": "type", "doc_per": "document", "strict": False},
-        check=lambda tokenizer="spacy", **options: (check_brat_options(tokenizer), check_bioc_options(**options)),
+        options={**DOCUMENT_OPTIONS, "type_key": "type", "doc_per": "document"},
+        check=lambda **options: (check_tokenizer(**options), check_bioc_options(**options)),
         reads_directory=True,
         write=docs_to_bioc,
     ),
     "pubtator": Format(
         _read_pubtator,
         "document",
-        options={"tokenizer": "spacy", "sentencizer": False, "strict": False},
-        check=lambda tokenizer="spacy", **options: check_brat_options(tokenizer),
+        options=dict(DOCUMENT_OPTIONS),
+        check=check_tokenizer,
         write=docs_to_pubtator,
         write_options={"discontinuous": None},
     ),
     "label-studio": Format(
         _read_label_studio,
         "document",
-        options={"tokenizer": "spacy", "sentencizer": False, "use": "annotations", "strict": False},
-        check=lambda tokenizer="spacy", **options: (check_brat_options(tokenizer), check_label_studio_options(**options)),
+        options={**DOCUMENT_OPTIONS, "use": "annotations", "annotations": "latest", "text_key": None},
+        check=lambda **options: (check_tokenizer(**options), check_label_studio_options(**options)),
         write=docs_to_label_studio,
         write_options={"model_version": "spacy-w2ner"},
     ),
@@ -190,7 +188,7 @@ def read_corpus(name: str, path: PathLike, nlp: Language, spans_key: str = "w2ne
 __all__ = [
     "BIOC_KEY",
     "PUBTATOR_KEY",
-    "BRAT_TOKENIZERS",
+    "TOKENIZERS",
     "LABEL_STUDIO_KEY",
     "CONLL_SCHEMES",
     "EXPORT_FORMATS",
@@ -202,6 +200,7 @@ __all__ = [
     "IGNORED_KEY",
     "NAME_KEY",
     "NOT_A_DOCUMENT_KEY",
+    "RELATIONS_KEY",
     "REPAIRED_KEY",
     "check_scheme",
     "chunk_tags",

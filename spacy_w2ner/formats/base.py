@@ -2,12 +2,11 @@
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Union
+from typing import Callable, Dict, Iterable, List, Optional, Union
 
 from spacy.tokens import Doc
 
-from ..entities import get_entities, overlapping
-from ..grid.codec import thw_conflicts
+from ..entities import Entity, get_entities, overlapping
 from ..messages import not_utf8
 
 # Keys of ``doc.user_data`` written by the readers (kept in a DocBin with user data).
@@ -17,6 +16,13 @@ REPAIRED_KEY = "w2ner_repaired"  # tag formats: entities whose tag sequence was 
 # Why an input a reader met is no document (a Label Studio task without annotations): such a Doc is
 # counted and listed, never written or trained on.
 NOT_A_DOCUMENT_KEY = "w2ner_not_a_document"
+# Written by the standoff readers (brat, BioC, PubTator, Label Studio; see standoff.py):
+SKIPPED_KEY = "w2ner_skipped"  # [[what, kind, why], ...]: what of the source did not become an entity
+NOT_READ_KEY = "w2ner_not_read"  # {kind: count}: lines, elements, annotations of the source not read
+SOURCE_KEY = "w2ner_source_annotations"  # {entity id: {"label", "ranges", "extra"[, "text"]}}: the source annotation
+RELATIONS_KEY = "w2ner_relations"  # {"format": name, "items": [...]}: relations, written back by that format
+TOKENS_SPLIT_KEY = "w2ner_tokens_split"  # tokens split where an annotation's boundary fell inside one
+SENTENCES_JOINED_KEY = "w2ner_sentences_joined"  # sentence boundaries not set because an entity crosses them
 
 
 class FormatError(ValueError):
@@ -33,10 +39,15 @@ class CorpusSummary:
     ``as_dict`` leaves it out. ``ignored`` counts annotations that are not entities
     (brat relations, events, attributes, notes), per kind; ``repaired`` counts
     entities read from a malformed tag sequence (e.g. a BIO entity starting with
-    ``I-``); ``thw_conflicts`` counts entities with the same first and last token as an
+    ``I-``); ``thw_conflicts`` counts, with ``conflicts`` (the grid codec's ``thw_conflicts``, given
+    by the commands, so that formats need not know the grid), entities with the same first and last token as an
     entity of another label, which W2NER cannot learn (one label per tail-to-head grid
-    cell: the first entity's). The three are left out of ``as_dict`` when there are none, as is
-    ``not_documents``: inputs that were no document (``NOT_A_DOCUMENT_KEY``), per reason.
+    cell: the first entity's). The three are left out of ``as_dict`` when there are none, as are
+    ``not_documents``: inputs that were no document (``NOT_A_DOCUMENT_KEY``), per reason;
+    ``relations``: relations kept with the docs (never entities); ``not_read``: lines, elements
+    and annotations of the source a reader passed over, per kind; ``tokens_split``: tokens split
+    so that an annotation's boundary falls between tokens; ``sentences_joined``: sentence
+    boundaries left out because an entity crosses them.
     """
 
     documents: int = 0
@@ -50,10 +61,16 @@ class CorpusSummary:
     repaired: int = 0
     thw_conflicts: int = 0
     not_documents: Counter = field(default_factory=Counter)
+    relations: int = 0
+    not_read: Counter = field(default_factory=Counter)
+    tokens_split: int = 0
+    sentences_joined: int = 0
+    conflicts: Optional[Callable[[List[Entity]], int]] = field(default=None, repr=False, compare=False)
     _sentences: int = field(default=0, repr=False)
     _sentences_known: bool = field(default=True, repr=False)
 
     def add(self, doc: Doc, spans_key: str) -> None:
+        self.not_read.update(doc.user_data.get(NOT_READ_KEY, {}))
         if NOT_A_DOCUMENT_KEY in doc.user_data:
             self.not_documents[doc.user_data[NOT_A_DOCUMENT_KEY]] += 1
             return
@@ -63,10 +80,13 @@ class CorpusSummary:
         self.entities += len(entities)
         self.discontinuous += sum(e.is_discontinuous for e in entities)
         self.overlapping += len(overlapping(entities))
-        self.thw_conflicts += thw_conflicts(entities)
+        self.thw_conflicts += self.conflicts(entities) if self.conflicts is not None else 0
         self.per_label.update(e.label for e in entities)
         self.ignored.update(doc.user_data.get(IGNORED_KEY, {}))
         self.repaired += int(doc.user_data.get(REPAIRED_KEY, 0))
+        self.relations += len((doc.user_data.get(RELATIONS_KEY) or {}).get("items", []))
+        self.tokens_split += int(doc.user_data.get(TOKENS_SPLIT_KEY, 0))
+        self.sentences_joined += int(doc.user_data.get(SENTENCES_JOINED_KEY, 0))
         if self.sentence_docs:
             self._sentences += 1
         elif doc.has_annotation("SENT_START"):
@@ -95,16 +115,18 @@ class CorpusSummary:
             result["repaired_entities"] = self.repaired
         if self.thw_conflicts:
             result["thw_conflicts"] = self.thw_conflicts
-        if self.ignored:
-            result["ignored_annotations"] = dict(sorted(self.ignored.items()))
-        if self.not_documents:
-            result["not_documents"] = dict(sorted(self.not_documents.items()))
+        optional = {
+            "relations": self.relations, "tokens_split": self.tokens_split,
+            "sentences_joined_for_entities": self.sentences_joined, "ignored_annotations": dict(sorted(self.ignored.items())),
+            "not_read": dict(sorted(self.not_read.items())), "not_documents": dict(sorted(self.not_documents.items())),
+        }  # fmt: skip
+        result.update((key, value) for key, value in optional.items() if value)
         return result
 
 
-def summarize(docs: Iterable[Doc], spans_key: str = "w2ner", sentence_docs: bool = False) -> CorpusSummary:
-    """The counts of docs, without writing them."""
-    summary = CorpusSummary(sentence_docs=sentence_docs)
+def summarize(docs: Iterable[Doc], spans_key: str = "w2ner", sentence_docs: bool = False, summary: Optional[CorpusSummary] = None) -> CorpusSummary:
+    """The counts of docs, without writing them (added to ``summary`` if given)."""
+    summary = CorpusSummary(sentence_docs=sentence_docs) if summary is None else summary
     for doc in docs:
         summary.add(doc, spans_key)
     return summary

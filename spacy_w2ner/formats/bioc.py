@@ -5,17 +5,22 @@ passages' texts at their offsets (a passage without text: its sentences'), the g
 filled with line breaks, so a Doc character is a BioC offset less the first passage's. An
 annotation becomes an entity of the infon ``type_key`` (default ``type``), its id kept as the
 ``span.id_`` of its fragments; an annotation with several locations is one discontinuous entity.
-Its other infons, its locations and text are kept (``standoff.EXTRA_KEY``), and the document's
+Its other infons, its locations and text are kept (``standoff.SOURCE_KEY``), and the document's
 id, infons, passages and sentences, and the collection's source, date, key and infons are
 ``doc.user_data[BIOC_KEY]``, so writing the Docs back gives the same collection.
 
-An annotation that cannot be an entity (a boundary inside a token of the chosen tokenizer, text
-that differs from its offsets, a location outside its passage or of length 0, no location) and
-every relation are listed on the doc and counted (``standoff``), or stop the reading with
-``strict``. Malformed input raises ``FormatError`` naming the file, the line and the document: not
-XML or JSON, not UTF-8, a passage that starts inside the one before, a location beyond the
-document's text or running past its passage, a duplicate document or annotation id, an annotation
-without the ``type_key`` infon.
+How an annotation becomes an entity (its text against its offsets, tokens split at its
+boundaries, sentence boundaries from the ``<sentence>`` elements, else the sentencizer, never inside
+an entity) is ``standoff``'s one rule. An annotation that cannot be an entity (text that differs from
+its offsets, a location outside its passage or beyond the text, of length 0, none, no type infon
+where others of its document have one) is listed and counted; so is an element (a JSON key) that
+BioC does not have, with its ``file:line``; ``strict`` stops at the first. Relations, at document,
+passage or sentence level, are kept with the Doc (``standoff.RELATIONS_KEY``) and written back where
+they were; they never train. Input that is not BioC raises ``FormatError`` naming the file, the line
+and the document: not XML or JSON, not UTF-8, another root element, a passage that starts inside the
+one before, a duplicate document id, an annotation id that several annotations have and a relation
+refers to (elsewhere a repeated id is kept as it was), no annotation of a document with the
+``type_key`` infon (name it with ``--type-key``).
 
 The ``bioc`` package (the ``[bioc]`` extra) is the data model and encoder of what is written; the
 reading is done here with lxml's pull parser and ``jsonstream``, because bioc's readers keep the
@@ -29,14 +34,14 @@ from spacy.vocab import Vocab
 
 from ..extras import require_bioc
 from .base import NAME_KEY, FormatError
-from .brat import tokenize_exactly
 from .jsonstream import ELEMENT, stream_json
-from .standoff import EMPTY, OUTSIDE, RELATION, Mention, Skips, put_mentions, write_each
+from .standoff import EMPTY, NO_TYPE, OUTSIDE, Mention, Reading, Skips, keep_relations, relations_of, write_each
 
 BIOC_KEY = "w2ner_bioc"  # the BioC document, passages and collection a Doc came from
 DOC_PER = ("document", "passage")
 CHUNK = 1 << 20
 COLLECTION_FIELDS = ("source", "date", "key")
+UNKNOWN_KEY = ("w2ner", "unknown")  # (line, what) of the parts BioC does not have: a key no JSON object has
 
 Tokenizer = Optional[Callable[[str], Doc]]
 
@@ -68,32 +73,39 @@ def read_bioc(
     type_key: str = "type",
     doc_per: str = "document",
     strict: bool = False,
+    split_tokens: bool = True,
+    sentencizer: bool = True,
 ) -> Iterator[Doc]:
-    """The Docs of a BioC XML or JSON file (or of every .xml/.json file of a directory), streamed."""
+    """The Docs of a BioC XML or JSON file (or of every .xml/.json file of a directory), streamed
+    (``standoff.Reading`` for ``split_tokens`` and ``sentencizer``)."""
     require_bioc()
     check_bioc_options(type_key, doc_per)
     path = Path(path)
     files = sorted(p for p in path.rglob("*") if p.suffix.lower() in (".xml", ".json")) if path.is_dir() else [path]
     if not files:
         raise FormatError(f"{path}: no BioC .xml or .json files in this directory")
+    reading = Reading(vocab, spans_key, tokenizer, split_tokens, sentencizer, strict)
     for file in files:
-        reader = _Reader(file, vocab, spans_key, tokenizer, type_key, doc_per, strict)
-        documents = _xml_documents(file) if bioc_kind(file) == "xml" else _json_documents(file)
-        for document, line, collection in documents:
+        reader = _Reader(file, reading, type_key, doc_per)
+        collection: Dict[str, Any] = {"infons": {}, UNKNOWN_KEY: []}  # its fields as they are read
+        documents = _xml_documents(file, collection) if bioc_kind(file) == "xml" else _json_documents(file, collection)
+        for document, line in documents:
             yield from reader.docs(document, line, collection)
+        if not reader.document_ids and collection.get(UNKNOWN_KEY):
+            line, what = collection[UNKNOWN_KEY][0]
+            raise FormatError(f"{file}:{line}: not a BioC collection: no documents, and {what} is not BioC")
 
 
-def _xml_documents(path: Path) -> Iterator[Tuple[Dict[str, Any], int, Dict[str, Any]]]:
-    """(document as BioC JSON's dict, its line, the collection's fields so far), each document's
-    elements freed once read."""
+def _xml_documents(path: Path, collection: Dict[str, Any]) -> Iterator[Tuple[Dict[str, Any], int]]:
+    """(document as BioC JSON's dict, its line), each document's elements freed once read; the
+    collection's fields go to ``collection`` as they come."""
     import codecs
 
     from lxml import etree
 
     parser = etree.XMLPullParser(events=("end",), huge_tree=True, resolve_entities=False)
     utf8 = codecs.getincrementaldecoder("utf8")()
-    collection: Dict[str, Any] = {"infons": {}}
-    done, lines = 0, 1
+    lines = 1
     with open(path, "rb") as f:
         for data in iter(lambda: f.read(CHUNK), b""):
             try:
@@ -122,7 +134,7 @@ def _xml_events(path: Path, parser, feed: Callable[[], Any], collection: Dict[st
         if parent.getparent() is not None or parent.tag != "collection":
             continue
         if elem.tag == "document":
-            yield _xml_document(elem), elem.sourceline, collection
+            yield _xml_document(elem), elem.sourceline
             elem.clear()
             while elem.getprevious() is not None:
                 del parent[0]
@@ -130,59 +142,117 @@ def _xml_events(path: Path, parser, feed: Callable[[], Any], collection: Dict[st
             collection[elem.tag] = elem.text or ""
         elif elem.tag == "infon":
             collection["infons"][elem.get("key")] = elem.text or ""
+        elif isinstance(elem.tag, str):
+            collection[UNKNOWN_KEY].append((elem.sourceline, f"<{elem.tag}> in <collection>"))
+
+
+# The children each BioC element has (BioC.dtd); others are listed and passed over.
+_XML_CHILDREN = {
+    "document": {"id", "infon", "passage", "annotation", "relation"},
+    "passage": {"infon", "offset", "text", "sentence", "annotation", "relation"},
+    "sentence": {"infon", "offset", "text", "annotation", "relation"},
+    "annotation": {"infon", "location", "text"},
+    "relation": {"infon", "node"},
+}
+
+
+def _xml_unknown(elem, unknown: List[Tuple[int, str]]) -> None:
+    """Note the children of ``elem`` that BioC does not have (comments and processing instructions are not elements)."""
+    known = _XML_CHILDREN[elem.tag]
+    for child in elem:
+        if isinstance(child.tag, str) and child.tag not in known:
+            unknown.append((child.sourceline, f"<{child.tag}> in <{elem.tag}>"))
 
 
 def _xml_infons(elem) -> Dict[str, str]:
     return {infon.get("key"): infon.text or "" for infon in elem.findall("infon")}
 
 
-def _xml_annotation(elem) -> Dict[str, Any]:
+def _xml_annotation(elem, unknown) -> Dict[str, Any]:
+    _xml_unknown(elem, unknown)
     locations = [{"offset": loc.get("offset"), "length": loc.get("length"), "line": loc.sourceline} for loc in elem.findall("location")]
     return {"id": elem.get("id"), "infons": _xml_infons(elem), "text": elem.findtext("text"), "locations": locations, "line": elem.sourceline}
 
 
-def _xml_relation(elem) -> Dict[str, Any]:
+def _xml_relation(elem, unknown) -> Dict[str, Any]:
+    _xml_unknown(elem, unknown)
     nodes = [{"refid": node.get("refid"), "role": node.get("role")} for node in elem.findall("node")]
     return {"id": elem.get("id"), "infons": _xml_infons(elem), "nodes": nodes, "line": elem.sourceline}
 
 
-def _xml_part(elem) -> Dict[str, Any]:
-    """A passage or sentence: offset, infons, text (None when absent), annotations, relations."""
+def _xml_contents(elem, unknown) -> Dict[str, Any]:
+    """The infons, annotations and relations of a document, passage or sentence."""
+    _xml_unknown(elem, unknown)
     return {
-        "offset": elem.findtext("offset"), "infons": _xml_infons(elem), "text": elem.findtext("text"),
-        "annotations": [_xml_annotation(a) for a in elem.findall("annotation")],
-        "relations": [_xml_relation(r) for r in elem.findall("relation")], "line": elem.sourceline,
+        "infons": _xml_infons(elem), "line": elem.sourceline,
+        "annotations": [_xml_annotation(a, unknown) for a in elem.findall("annotation")],
+        "relations": [_xml_relation(r, unknown) for r in elem.findall("relation")],
     }  # fmt: skip
+
+
+def _xml_part(elem, unknown) -> Dict[str, Any]:
+    """A passage or sentence: offset, infons, text (None when absent), annotations, relations."""
+    return {"offset": elem.findtext("offset"), "text": elem.findtext("text"), **_xml_contents(elem, unknown)}
 
 
 def _xml_document(elem) -> Dict[str, Any]:
+    unknown: List[Tuple[int, str]] = []
     passages = []
     for passage in elem.findall("passage"):
-        part = _xml_part(passage)
-        part["sentences"] = [_xml_part(sentence) for sentence in passage.findall("sentence")]
+        part = _xml_part(passage, unknown)
+        part["sentences"] = [_xml_part(sentence, unknown) for sentence in passage.findall("sentence")]
         passages.append(part)
-    return {
-        "id": elem.findtext("id"), "infons": _xml_infons(elem), "passages": passages,
-        "annotations": [_xml_annotation(a) for a in elem.findall("annotation")],
-        "relations": [_xml_relation(r) for r in elem.findall("relation")],
-    }  # fmt: skip
+    return {"id": elem.findtext("id"), "passages": passages, **_xml_contents(elem, unknown), UNKNOWN_KEY: sorted(unknown)}
 
 
-def _json_documents(path: Path) -> Iterator[Tuple[Dict[str, Any], int, Dict[str, Any]]]:
-    collection: Dict[str, Any] = {"infons": {}}
+def _json_documents(path: Path, collection: Dict[str, Any]) -> Iterator[Tuple[Dict[str, Any], int]]:
     for kind, value, line in stream_json(path, "documents"):
         if kind == ELEMENT:
-            yield value, line, collection
+            if isinstance(value, dict):
+                value[UNKNOWN_KEY] = _json_unknown(value, line)
+            yield value, line
         elif value[0] in COLLECTION_FIELDS or value[0] == "infons":
             collection[value[0]] = value[1]
+        elif value[0] != "bioctype":
+            collection[UNKNOWN_KEY].append((line, f"key {value[0]!r} of the collection"))
+
+
+# The keys each BioC JSON object has (bioc's encoder adds "bioctype"); others are listed and passed over.
+_JSON_KEYS = {
+    "document": {"id", "infons", "passages", "annotations", "relations"},
+    "passage": {"offset", "infons", "text", "sentences", "annotations", "relations"},
+    "sentence": {"offset", "infons", "text", "annotations", "relations"},
+    "annotation": {"id", "infons", "text", "locations"},
+    "relation": {"id", "infons", "nodes"},
+}
+
+
+def _json_unknown(document: Dict[str, Any], line: int) -> List[Tuple[int, str]]:
+    """The keys of a BioC JSON document (and of its passages, sentences, annotations, relations)
+    that BioC does not have."""
+    unknown = []
+
+    def note(item: Any, kind: str) -> None:
+        if isinstance(item, dict):
+            unknown.extend((line, f"key {key!r} of a {kind}") for key in item if key not in _JSON_KEYS[kind] and key not in ("bioctype", UNKNOWN_KEY))
+            for annotation in item.get("annotations") or [] if kind != "annotation" and kind != "relation" else []:
+                note(annotation, "annotation")
+            for relation in item.get("relations") or [] if kind != "annotation" and kind != "relation" else []:
+                note(relation, "relation")
+
+    note(document, "document")
+    for passage in document.get("passages") or []:
+        note(passage, "passage")
+        for sentence in (passage.get("sentences") or []) if isinstance(passage, dict) else []:
+            note(sentence, "sentence")
+    return unknown
 
 
 class _Reader:
     """Turns one file's BioC documents (as BioC JSON's dicts) into Docs (see the module docstring)."""
 
-    def __init__(self, path: Path, vocab: Vocab, spans_key: str, tokenizer: Tokenizer, type_key: str, doc_per: str, strict: bool):
-        self.path, self.vocab, self.spans_key, self.tokenizer = path, vocab, spans_key, tokenizer
-        self.type_key, self.doc_per, self.strict = type_key, doc_per, strict
+    def __init__(self, path: Path, reading: Reading, type_key: str, doc_per: str):
+        self.path, self.reading, self.type_key, self.doc_per = path, reading, type_key, doc_per
         self.document_ids: Dict[str, int] = {}
 
     def docs(self, document: Any, line: int, collection: Dict[str, Any]) -> Iterator[Doc]:
@@ -196,8 +266,12 @@ class _Reader:
         self.document_ids[doc_id] = line
         passages = [_passage(p, w, k) for k, p in enumerate(_list(document, "passages", where))]
         _check_order(passages)
-        skips = Skips(where, self.strict)
-        placed = self._placed_annotations(document, passages, w, skips)
+        skips = self.reading.skips(where)
+        unknown = collection.pop(UNKNOWN_KEY, []) + document.get(UNKNOWN_KEY, [])
+        collection[UNKNOWN_KEY] = []
+        for element_line, what in unknown:
+            skips.unknown(f"{self.path}:{element_line}", f"document {doc_id}: {what} is not BioC; passed over")
+        placed, relations = self._placed_annotations(document, passages, w, skips)
         meta = {
             "collection": {key: collection.get(key) for key in (*COLLECTION_FIELDS, "infons") if key in collection},
             "document": {"id": doc_id, "infons": _infons(document, where)},
@@ -205,17 +279,19 @@ class _Reader:
         }  # fmt: skip
         groups = [[k] for k in range(len(passages))] if self.doc_per == "passage" and passages else [list(range(len(passages)))]
         for number, group in enumerate(groups):
+            last = number == len(groups) - 1
             mentions = [mention for k, mention in placed if k in group]
+            kept = [r for r in relations if (r["at"] is None and last) or (r["at"] is not None and r["at"][0] in group)]
             part = None if self.doc_per == "document" else number
-            yield self._doc(passages, group, mentions, {**meta, "part": part}, skips if number == len(groups) - 1 else Skips(where, self.strict), where)
+            yield self._doc(passages, group, mentions, kept, {**meta, "part": part}, skips if last else self.reading.skips(where), where)
 
-    def _doc(self, passages, group, mentions: List[Mention], meta, skips: Skips, where: str) -> Doc:
+    def _doc(self, passages, group, mentions: List[Mention], relations, meta, skips: Skips, where: str) -> Doc:
         base = passages[group[0]]["start"] if group else 0
         text = _layout(passages, group, base)
-        doc = tokenize_exactly(text, self.vocab, self.tokenizer, where)
         for mention in mentions:
             mention.ranges = [(start - base, end - base) for start, end in mention.ranges]
-        put_mentions(doc, mentions, self.spans_key, skips)
+        doc = self.reading.doc(text, mentions, skips, where, _sentence_parts(passages, group, base))
+        keep_relations(doc, "bioc", [_relative(r, group) for r in relations])
         meta["passages"] = [meta["passages"][k] for k in group]
         meta["base"] = base
         doc.user_data[BIOC_KEY] = meta
@@ -223,67 +299,121 @@ class _Reader:
         doc.user_data[NAME_KEY] = doc_id if meta["part"] is None else f"{doc_id}-p{meta['part']}"
         return doc
 
-    def _placed_annotations(self, document, passages, w: "_Where", skips: Skips) -> List[Tuple[int, Mention]]:
-        """(passage index, mention) for every annotation that can be placed; relations and the others skipped."""
+    def _placed_annotations(self, document, passages, w: "_Where", skips: Skips) -> Tuple[List[Tuple[int, Mention]], List[Dict[str, Any]]]:
+        """(passage index, mention) for every annotation that can be placed (the others skipped),
+        and the relations, each with where it was: ``at`` [passage, sentence or None], or None."""
         placed: List[Tuple[int, Mention]] = []
-        ids: Dict[str, Optional[int]] = {}
+        relations: List[Dict[str, Any]] = []
+        ids: Dict[str, List[Optional[int]]] = {}
+        untyped: List[Tuple[Dict[str, Any], Any]] = []
+        typed = 0
         where = w.at()
         end = passages[-1]["end"] if passages else 0
-        containers = [(k, part) for k, passage in enumerate(passages) for part in [passage, *passage["sentences"]]]
-        for k, part in containers + [(None, document)]:
+        containers = [(k, j, part) for k, passage in enumerate(passages) for j, part in [(None, passage), *enumerate(passage["sentences"])]]
+        for k, j, part in containers + [(None, None, document)]:
             for annotation in _list(part, "annotations", where):
-                mention = self._mention(annotation, w, ids)
-                passage = self._passage_of(mention, k, passages, end, w.at(annotation, f"annotation {mention.id}"), skips)
+                mention = self._mention(annotation, w, ids, untyped)
+                typed += mention is not None
+                passage = None if mention is None else self._passage_of(mention, k, passages, end, skips)
                 if passage is not None:
-                    if k is None:
-                        mention.extra["document"] = True
-                    elif part is not passages[k]:
-                        mention.extra["sentence"] = True
+                    mention.extra.update({"document": True} if k is None else {"sentence": True} if j is not None else {})
                     placed.append((passage, mention))
-            for relation in _list(part, "relations", where):
-                _skip_relation(relation, skips)
-        return placed
+            relations += [_relation(r, w, None if k is None else [k, j]) for r in _list(part, "relations", where)]
+        self._check_types(untyped, typed > 0, w, skips)
+        _check_references(relations, ids, w)
+        in_source = set(ids) | {r["id"] for r in relations}
+        for relation in relations:  # a node the source itself leaves unresolved is written back as it was
+            unresolved = [node["refid"] for node in relation["nodes"] if node["refid"] not in in_source]
+            relation.update({"unresolved": unresolved} if unresolved else {})
+        return placed, relations
 
-    def _mention(self, annotation: Any, w: "_Where", ids: Dict[str, Optional[int]]) -> Mention:
+    def _mention(self, annotation: Any, w: "_Where", ids: Dict[str, List[Optional[int]]], untyped: List) -> Optional[Mention]:
+        """The annotation as a mention; None (noted in ``untyped``) without the type infon."""
         if not isinstance(annotation, dict):
             raise FormatError(w.at(None, f"an annotation is an object, got {type(annotation).__name__}"))
         annotation_id = _string(annotation.get("id"), w.at(annotation, "an annotation's id"))
         at = w.at(annotation, f"annotation {annotation_id}")
-        if annotation_id in ids:
-            earlier = f" (line {ids[annotation_id]})" if ids[annotation_id] else ""
-            raise FormatError(f"{at}: the id is already the id of another annotation of the document{earlier}")
-        ids[annotation_id] = annotation.get("line")
+        ids.setdefault(annotation_id, []).append(annotation.get("line"))
         infons = _infons(annotation, at)
-        if self.type_key not in infons:
-            known = ", ".join(sorted(map(str, infons))) or "none"
-            raise FormatError(f"{at}: no infon {self.type_key!r} for its type (its infons: {known}); give the infon key with --type-key")
-        label = _string(infons.pop(self.type_key), f"{at}: the {self.type_key!r} infon")
         ranges = [_location(location, at) for location in _list(annotation, "locations", at)]
+        if self.type_key not in infons:
+            untyped.append((annotation, infons))
+            return None
+        label = _string(infons.pop(self.type_key), f"{at}: the {self.type_key!r} infon")
         text = annotation.get("text")
-        return Mention(annotation_id, label, ranges, text if isinstance(text, str) else None, {"infons": infons})
+        return Mention(annotation_id, label, ranges, text if isinstance(text, str) else None, {"infons": infons}, at=w.at(annotation))
 
-    def _passage_of(self, mention: Mention, k: Optional[int], passages, end: int, at: str, skips: Skips) -> Optional[int]:
-        """The passage the mention is in (FormatError, located ``at``, for one beyond the text or
-        running past its passage; None, skipped, for one that is empty or outside its passage)."""
+    def _check_types(self, untyped: List, any_typed: bool, w: "_Where", skips: Skips) -> None:
+        """An annotation without the type infon is listed; when no annotation of the document has
+        it, the key is wrong: FormatError naming it and --type-key."""
+        for annotation, infons in untyped:
+            known = ", ".join(sorted(map(str, infons))) or "none"
+            why = f"no infon {self.type_key!r} for its type (its infons: {known}); give the infon key with --type-key"
+            if not any_typed:
+                raise FormatError(f"{w.at(annotation, 'annotation ' + str(annotation.get('id')))}: {why}")
+            skips.skip(str(annotation.get("id")), NO_TYPE, why)
+
+    def _passage_of(self, mention: Mention, k: Optional[int], passages, end: int, skips: Skips) -> Optional[int]:
+        """The passage the mention is in; None, skipped, for one without a location, empty, beyond
+        the text or outside its passage."""
         if not mention.ranges:
             skips.skip(mention.id, EMPTY, f"({mention.label}) has no location")
             return None
-        for start, stop in mention.ranges:
-            if start >= end and (start > end or stop > start):
-                raise FormatError(f"{at}: location {start}+{stop - start} is beyond the document's text, which ends at {end}")
         if k is None:
             k = next((j for j, p in enumerate(passages) if p["start"] <= mention.ranges[0][0] < p["end"]), None)
         for start, stop in mention.ranges:
             passage = passages[k] if k is not None else None
-            if passage is None or not passage["start"] <= start < max(passage["end"], passage["start"] + 1):
-                skips.skip(mention.id, OUTSIDE, f"({mention.label}) location {start}+{stop - start} is outside its passage")
+            if passage is None or not passage["start"] <= start < max(passage["end"], passage["start"] + 1) or stop > passage["end"]:
+                extent = f"its passage ({passage['start']}-{passage['end']})" if passage else f"the passages (the text ends at {end})"
+                skips.skip(mention.id, OUTSIDE, f"({mention.label}) location {start}+{stop - start} is outside {extent}")
                 return None
-            if stop > passage["end"]:
-                raise FormatError(f"{at}: location {start}+{stop - start} runs past the end of its passage ({passage['end']})")
             if stop == start:
                 skips.skip(mention.id, EMPTY, f"({mention.label}) location {start}+0 has no text")
                 return None
         return k
+
+
+def _relation(relation: Any, w: "_Where", at: Optional[List[Optional[int]]]) -> Dict[str, Any]:
+    """A relation as BioC JSON's dict, with ``at``: [passage, sentence or None], None for the document."""
+    where = w.at(relation, "a relation")
+    if not isinstance(relation, dict):
+        raise FormatError(f"{where} is an object, got {type(relation).__name__}")
+    nodes = []
+    for node in _list(relation, "nodes", where):
+        if not isinstance(node, dict) or not isinstance(node.get("refid"), (str, int)):
+            raise FormatError(f"{where}: a node is an object with a refid, got {node!r}")
+        nodes.append({"refid": str(node["refid"]), "role": "" if node.get("role") is None else str(node["role"])})
+    relation_id = relation.get("id")
+    return {"id": None if relation_id is None else str(relation_id), "infons": _infons(relation, where), "nodes": nodes, "at": at, "line": relation.get("line")}
+
+
+def _check_references(relations: List[Dict[str, Any]], ids: Dict[str, List[Optional[int]]], w: "_Where") -> None:
+    """FormatError where a relation refers to an id that several annotations have (elsewhere a
+    repeated annotation id is no error: ids are kept as they were)."""
+    for relation in relations:
+        for node in relation["nodes"]:
+            lines = ids.get(node["refid"], [])
+            if len(lines) > 1:
+                named = ", ".join(str(line) for line in lines if line) or "several"
+                raise FormatError(f"{w.at(relation, 'relation ' + str(relation['id']))}: it refers to {node['refid']}, the id of the annotations on lines {named}; the id must be unique")
+
+
+def _relative(relation: Dict[str, Any], group: List[int]) -> Dict[str, Any]:
+    """The relation as kept with a Doc of the passages ``group``: its passage counted from the first."""
+    at = relation["at"]
+    kept = {key: value for key, value in relation.items() if key != "line"}
+    return dict(kept, at=None if at is None else [at[0] - group[0], at[1]])
+
+
+def _sentence_parts(passages: List[Dict[str, Any]], group: List[int], base: int) -> List[Tuple[int, bool]]:
+    """Where sentences start in the Doc of ``group``: each passage, and its <sentence>s where it has
+    them (then the sentencizer does not split inside it)."""
+    parts = []
+    for k in group:
+        sentences = passages[k]["sentences"]
+        parts.append((passages[k]["start"] - base, not sentences))
+        parts += [(sentence["offset"] - base, False) for sentence in sentences]
+    return parts
 
 
 class _Where:
@@ -391,14 +521,6 @@ def _passage_meta(passage: Dict[str, Any]) -> Dict[str, Any]:
     return {"offset": passage["offset"], "infons": _infons(passage, passage["where"]), "length": None if own is None else len(own), "sentences": sentences}
 
 
-def _skip_relation(relation: Any, skips: Skips) -> None:
-    relation = relation if isinstance(relation, dict) else {}
-    relation_id = str(relation.get("id") or f"(relation{' on line ' + str(relation['line']) if relation.get('line') else ''})")
-    refids = ", ".join(str(node.get("refid")) for node in relation.get("nodes") or [] if isinstance(node, dict))
-    kind = (relation.get("infons") or {}).get("type") if isinstance(relation.get("infons"), dict) else None
-    skips.later(relation_id, RELATION, f"relation{f' {kind}' if kind else ''} between {refids or 'nothing'} is not an entity")
-
-
 # ---------------------------------------------------------------- writing
 
 
@@ -411,14 +533,22 @@ class BioCWriter:
     of one passage at offset 0. Each entity is an annotation: the type infon (the one it was read
     from, else ``type``) its label, ``score`` its score where it has one, one location per
     fragment (the source's locations where it is the source annotation unchanged), its id (made
-    unique in the document where it is not) and the source's other infons.
+    unique in the document where it is not, unless the source repeated it) and the source's other
+    infons. The relations read with a Doc are written where they were (document, passage or
+    sentence), each whose nodes all refer to annotations (or relations) of the document written,
+    or to what the source itself did not have; the others (a relation of an annotation that was no
+    entity, gold relations beside predicted entities) are left out and named in ``problems`` (a
+    list given to the writer).
 
     ``resume``: (byte size, ``state()``) at a checkpoint, to go on writing after it (annotate).
     """
 
-    def __init__(self, path: Union[str, Path], spans_key: str = "w2ner", kind: Optional[str] = None, resume: Optional[Tuple[int, Dict[str, Any]]] = None):
+    def __init__(
+        self, path: Union[str, Path], spans_key: str = "w2ner", kind: Optional[str] = None,
+        resume: Optional[Tuple[int, Dict[str, Any]]] = None, problems: Optional[List[str]] = None,
+    ):  # fmt: skip
         require_bioc()
-        self.path, self.spans_key = Path(path), spans_key
+        self.path, self.spans_key, self.problems = Path(path), spans_key, problems
         self.encoding = _XML() if (kind or bioc_kind(path)) == "xml" else _JSON()
         self.file = open(self.path, "wb" if resume is None else "r+b")
         self.open: Optional[Dict[str, Any]] = None  # the document being written: id, ids, passages, annotations
@@ -442,14 +572,21 @@ class BioCWriter:
         doc_id = meta["document"]["id"]
         if self.open is None or self.open["id"] != doc_id or meta.get("part") is None:
             self._close_document()
-            self.open = {"id": doc_id, "ids": [], "passages": 0, "annotations": []}
+            self.open = {"id": doc_id, "ids": [], "passages": 0, "annotations": [], "relations": []}
             self._put(self.encoding.open_document(doc_id, meta["document"]["infons"], self.documents))
             self.documents += 1
         passages, annotations = _bioc_passages(doc, meta, self.spans_key, self.open["ids"])
+        self.open["annotations"].extend(_plain(a) for a in annotations)
+        relations = relations_of(doc, "bioc")
+        self.open.setdefault("relation_ids", []).extend(r["id"] for r in relations if r["id"] is not None)
+        for relation in relations:
+            if relation["at"] is None:
+                self.open.setdefault("relations", []).append(relation)
+            elif self._complete(relation):
+                _add_relation(passages, relation)
         for passage in passages:
             self._put(self.encoding.passage(passage, self.open["passages"]))
             self.open["passages"] += 1
-        self.open["annotations"].extend(_plain(a) for a in annotations)
 
     def flush(self) -> int:
         self.file.flush()
@@ -464,8 +601,19 @@ class BioCWriter:
 
     def _close_document(self) -> None:
         if self.open is not None:
-            self._put(self.encoding.close_document(self.open["annotations"]))
+            relations = [_plain_relation(r) for r in self.open.get("relations", []) if self._complete(r)]
+            self._put(self.encoding.close_document(self.open["annotations"], relations))
             self.open = None
+
+    def _complete(self, relation: Dict[str, Any]) -> bool:
+        """Whether every node of the relation refers to an annotation or relation of the open
+        document (or to an id its source did not have either); one that does not is named in
+        ``problems``."""
+        known = set(self.open["ids"]) | set(self.open.get("relation_ids", [])) | set(relation.get("unresolved", []))
+        missing = [node["refid"] for node in relation["nodes"] if node["refid"] not in known]
+        if missing and self.problems is not None:
+            self.problems.append(f"document {self.open['id']}: relation {relation['id']} refers to {', '.join(missing)}, not written as an annotation; left out")
+        return not missing
 
     def _put(self, text: str) -> None:
         self.file.write(text.encode("utf8"))
@@ -473,7 +621,7 @@ class BioCWriter:
 
 def docs_to_bioc(docs, path: Union[str, Path], spans_key: str = "w2ner", problems: Optional[List[str]] = None) -> Path:
     """Write docs as one BioC collection (XML for .xml, JSON for .json; see ``BioCWriter``)."""
-    write_each(BioCWriter(path, spans_key), docs)
+    write_each(BioCWriter(path, spans_key, problems=problems), docs)
     return Path(path)
 
 
@@ -507,7 +655,7 @@ def _bioc_passages(doc: Doc, meta: Dict[str, Any], spans_key: str, used_ids: Lis
     document_level = []
     for mention in mentions_of(doc, spans_key):
         annotation = _annotation(mention, base, meta.get("type_key", "type"), used_ids)
-        container = None if mention.extra.get("document") and meta.get("part") is None else _container(passages, annotation, mention)
+        container = None if mention.extra.get("document") else _container(passages, annotation, mention)
         (document_level if container is None else container.annotations).append(annotation)
     return passages, document_level
 
@@ -516,8 +664,8 @@ def _annotation(mention, base: int, type_key: str, used_ids: List[str]):
     from bioc import BioCAnnotation, BioCLocation
 
     annotation = BioCAnnotation()
-    annotation_id = mention.id or "e0"
-    while annotation_id in used_ids:
+    annotation_id = mention.extra.get("source_id") or mention.id or "e0"  # the source's id, repeated or not
+    while annotation_id in used_ids and "source_id" not in mention.extra:
         annotation_id = f"{mention.id or 'e'}-{len(used_ids)}"
     used_ids.append(annotation_id)
     annotation.id = annotation_id
@@ -528,6 +676,31 @@ def _annotation(mention, base: int, type_key: str, used_ids: List[str]):
     for start, end in mention.ranges:
         annotation.add_location(BioCLocation(start + base, end - start))
     return annotation
+
+
+def _plain_relation(relation: Dict[str, Any]) -> Dict[str, Any]:
+    """A kept relation as BioC JSON's dict (its place dropped)."""
+    return {"id": relation["id"], "infons": dict(relation["infons"]), "nodes": [dict(node) for node in relation["nodes"]]}
+
+
+def _add_relation(passages, relation: Dict[str, Any]) -> None:
+    """Add a kept relation to the passage (or sentence) it was read from."""
+    from bioc.biocjson.decoder import parse_relation
+
+    k, j = relation["at"]
+    container = passages[k] if j is None else passages[k].sentences[j]
+    container.add_relation(parse_relation(_plain_relation(relation)))
+
+
+def _xml_relation_element(relation: Dict[str, Any]):
+    """A relation's XML element (without an id attribute where it had none)."""
+    from bioc.biocjson.decoder import parse_relation
+    from bioc.biocxml.encoder import encode_relation
+
+    element = encode_relation(_xml_safe(parse_relation(dict(_plain_relation(relation), id=relation["id"] or ""))))
+    if relation["id"] is None:
+        del element.attrib["id"]
+    return element
 
 
 def _container(passages, annotation, mention):
@@ -576,11 +749,12 @@ class _XML:
 
         return _element(encode_passage(_xml_safe(passage)))
 
-    def close_document(self, annotations: List[Dict[str, Any]]) -> str:
+    def close_document(self, annotations: List[Dict[str, Any]], relations: List[Dict[str, Any]]) -> str:
         from bioc.biocjson.decoder import parse_annotation
         from bioc.biocxml.encoder import encode_annotation
 
-        return "".join(_element(encode_annotation(_xml_safe(parse_annotation(a)))) for a in annotations) + "</document>\n"
+        written = [_element(encode_annotation(_xml_safe(parse_annotation(a)))) for a in annotations]
+        return "".join(written + [_element(_xml_relation_element(r)) for r in relations]) + "</document>\n"
 
     def footer(self) -> str:
         return "</collection>\n"
@@ -599,9 +773,14 @@ def _xml_safe(item):
 
 
 def _element(element) -> str:
-    """The element as XML text (indented between elements, texts unchanged)."""
+    """The element as XML text (indented between elements, texts unchanged; an annotation's
+    <text> left out where it has none, as in its source)."""
     from lxml import etree
 
+    for annotation in element.iter("annotation"):
+        for text in annotation.findall("text"):
+            if text.text is None:
+                annotation.remove(text)
     return etree.tostring(element, encoding="unicode", pretty_print=True)
 
 
@@ -628,8 +807,8 @@ class _JSON:
     def passage(self, passage, index: int) -> str:
         return ("" if index == 0 else ", ") + json_dumps(_plain(passage))
 
-    def close_document(self, annotations: List[Dict[str, Any]]) -> str:
-        return '], "annotations": ' + json_dumps(annotations) + ', "relations": []}'
+    def close_document(self, annotations: List[Dict[str, Any]], relations: List[Dict[str, Any]]) -> str:
+        return '], "annotations": ' + json_dumps(annotations) + ', "relations": ' + json_dumps(relations) + "}"
 
     def footer(self) -> str:
         return "\n]}\n"

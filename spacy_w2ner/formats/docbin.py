@@ -27,6 +27,8 @@ from spacy.vocab import Vocab
 from .base import NOT_A_DOCUMENT_KEY, CorpusSummary, FormatError
 
 PARTS = ("cats", "flags", "span_groups", "user_data")  # one msgpack element per Doc
+# A DocBin made with store_user_data=False (spaCy's default) has no user_data.
+OPTIONAL_PARTS = ("user_data",)
 CHUNK = 1 << 20
 
 
@@ -166,17 +168,17 @@ class DocBinFile:
         attrs = self._value("attrs")
         for string in _elements(self._file.name, *self._where["strings"][1:]):
             vocab[string]
-        parts = {name: _elements(self._file.name, *self._where[name][1:]) for name in PARTS}
+        parts = {name: _elements(self._file.name, *self._where[name][1:]) for name in PARTS if name in self._where}
         width = len(attrs)
         token_at, space_at = self._where["tokens"][1], self._where["spaces"][1]
         for length in self._lengths():
-            one = DocBin(store_user_data=True)
+            one = DocBin(store_user_data="user_data" in parts)
             one.attrs = attrs
             one.tokens = [numpy.frombuffer(_read(self._file, token_at, length * width * 8), dtype="uint64").reshape((length, width))]
             one.spaces = [numpy.frombuffer(_read(self._file, space_at, length), dtype=bool).reshape((length, 1))]
             token_at, space_at = token_at + length * width * 8, space_at + length
-            for name in PARTS:
-                setattr(one, name, [next(parts[name])])
+            for name, elements in parts.items():
+                setattr(one, name, [next(elements)])
             yield next(one.get_docs(vocab))
 
 
@@ -196,7 +198,8 @@ def _layout(f: BinaryIO) -> Dict[str, Tuple[str, int, int]]:
     for _ in range(head[0] & 0x0F):
         key, position = _unpack_one(f, position)
         where[key], position = _place(f, position)
-    missing = [name for name in ("attrs", "tokens", "spaces", "lengths", "strings", *PARTS) if name not in where]
+    required = [name for name in PARTS if name not in OPTIONAL_PARTS]
+    missing = [name for name in ("attrs", "tokens", "spaces", "lengths", "strings", *required) if name not in where]
     if missing:
         raise KeyError(f"no {missing[0]!r}")
     return where

@@ -1,24 +1,35 @@
 """Label Studio: a project's JSON export -> Docs, and Docs -> tasks whose predictions show the entities.
 
 A task is ``{"data": {"text": ...}, "annotations": [{"result": [...]}], "predictions": [...]}``.
-One Doc per task, from its first annotation that was not cancelled (``use="predictions"``: its
-first prediction). A ``labels`` result (a region: ``value.start``/``end`` into the text, its
-``labels``) is an entity of each of its labels, its id the region's. A discontinuous entity is
-its regions joined by ``relation`` results that have no label or the label ``fragment``
-(``label_studio_config`` writes a labeling config with that relation); regions joined must share
-their label. Other relations, and results of other types (choices, text areas), are listed and
-counted, not entities; so is a region that cannot be one (``standoff``). A task with no
-annotation is no document: it is listed and counted (``NOT_A_DOCUMENT_KEY``), not converted.
+One Doc per task, from its latest annotation that was not cancelled (``annotations``: ``latest``
+by ``updated_at``, else ``created_at``, else its place; ``first``; ``all``: one Doc per annotation,
+named ``TASK-ANNOTATION``), or from its predictions (``use="predictions"``); the annotation's id and
+annotator (``completed_by``) are kept with the Doc, and what is not read (other annotations,
+cancelled ones, the predictions, drafts) is counted. A ``labels`` result (a region: ``value.start``/
+``end`` into the text, its ``labels``) is an entity of each of its labels, its id the region's; how
+it becomes one is ``standoff``'s rule. A discontinuous entity is its regions joined by ``relation``
+results that have no label or the label ``fragment`` (``label_studio_config`` writes a labeling
+config with that relation); regions joined must share their label. Other relations, and results of
+other types (choices, text areas, regions of other objects), are listed and counted, not entities.
+A task with no annotation is no document: it is listed and counted (``NOT_A_DOCUMENT_KEY``), not
+converted. Regions may share an id (scripts that make imports often write ``0``), unless a
+relation refers to it.
 
 Label Studio counts offsets in UTF-16 code units (JavaScript strings); they are turned into
 Python's characters and back. Malformed input (not JSON or UTF-8, a task without its text, a
-relation to a region that is not there, a region id twice, offsets outside the text) raises ``FormatError`` naming
-the file, the task and the line it starts on. The export is read one task at a time.
+relation to a region that is not there or to an id several regions have, offsets outside the text)
+raises ``FormatError`` naming the file, the task and the line it starts on. The export is read one
+task at a time.
 
 ``LabelStudioWriter`` writes tasks one Doc at a time: the Doc's entities as one prediction
 (``model_version``, a ``score`` per region and the weakest as the prediction's), the fragments of a
 discontinuous entity as regions chained by ``fragment`` relations; the task's data and region
 ids as they were read, where the Doc came from Label Studio.
+
+Also read: a JSON-MIN export (a row per task: the data's keys, each labels control's regions as a
+list, ``annotator``, ``annotation_id``); data whose text is under another key than ``text``
+(``text_key``, else the data's only string); regions whose offsets a script wrote in Python
+characters rather than UTF-16 code units (where only those give the region's text).
 """
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
@@ -28,117 +39,203 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from .base import NAME_KEY, NOT_A_DOCUMENT_KEY, FormatError
-from .brat import tokenize_exactly
 from .jsonstream import stream_json
-from .standoff import RELATION, Mention, Skips, mentions_of, put_mentions, write_each
+from .standoff import RELATION, Mention, Reading, Skips, mentions_of, text_matches, tokenize_exactly, write_each
 
-LABEL_STUDIO_KEY = "w2ner_label_studio"  # {"task": id, "data": the task's other data, "from_name", "to_name"}
+LABEL_STUDIO_KEY = "w2ner_label_studio"  # {"task", "data", "text_key", "from_name", "to_name", "annotation", "annotator"}
 USES = ("annotations", "predictions")
+CHOICES = ("latest", "first", "all")  # which of a task's annotations: --annotations
 FRAGMENT = "fragment"  # the relation label that joins the regions of one entity
 OTHER_RESULT = "not a labels region"
 
 
-def check_label_studio_options(use: str = "annotations", **_) -> None:
+def check_label_studio_options(use: str = "annotations", annotations: str = "latest", **_) -> None:
     if use not in USES:
         raise ValueError(f"use must be 'annotations' or 'predictions', got {use!r}")
+    if annotations not in CHOICES:
+        raise ValueError(f"annotations must be 'latest', 'first' or 'all', got {annotations!r}")
 
 
 def read_label_studio(
-    path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ner", tokenizer=None, use: str = "annotations", strict: bool = False, text_key: str = "text"
-) -> Iterator[Doc]:
-    """The Docs of a Label Studio JSON export, one per task, streamed (see the module docstring)."""
-    check_label_studio_options(use)
+    path: Union[str, Path], vocab: Vocab, spans_key: str = "w2ner", tokenizer=None, use: str = "annotations",
+    strict: bool = False, text_key: Optional[str] = None, annotations: str = "latest", split_tokens: bool = True, sentencizer: bool = True,
+) -> Iterator[Doc]:  # fmt: skip
+    """The Docs of a Label Studio JSON (or JSON-MIN) export, streamed: one per task, or per
+    annotation with ``annotations="all"`` (see the module docstring); ``text_key``: the key of the
+    task's data that holds the text (default: ``text``, else data's only string); the other options
+    are ``standoff.Reading``'s."""
+    check_label_studio_options(use, annotations)
     path = Path(path)
+    reading = Reading(vocab, spans_key, tokenizer, split_tokens, sentencizer, strict)
     for _, task, line in stream_json(path, None):
         where = f"{path}:{line}: task {task.get('id', '?') if isinstance(task, dict) else '?'}"
-        if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
-            raise FormatError(f"{where}: a task is an object with 'data'")
-        text = task["data"].get(text_key)
-        if not isinstance(text, str):
-            raise FormatError(f"{where}: no text under data.{text_key}")
-        doc = tokenize_exactly(text, vocab, tokenizer, where)
-        doc.user_data[NAME_KEY] = str(task.get("id", line))
-        chosen = _chosen(task, use)
+        task = _standard(task, where, text_key)
+        key = _text_key(task["data"], text_key, where)
+        text, name = task["data"][key], str(task.get("id", line))
+        skips = reading.skips(where)
+        chosen = _chosen(task, use, annotations, skips)
+        meta = {"task": task.get("id"), "data": {k: v for k, v in task["data"].items() if k != key}, "text_key": key}
         if not chosen:
-            doc.user_data[NOT_A_DOCUMENT_KEY] = f"task without {use}"
+            doc = tokenize_exactly(text, vocab, tokenizer, where)
+            doc.user_data.update({NAME_KEY: name, NOT_A_DOCUMENT_KEY: f"task without {use}"})
+            skips.save(doc)
             yield doc
-            continue
-        results = chosen[0].get("result") or []
-        skips = Skips(where, strict)
-        mentions, names = _mentions(results, text, where, skips)
-        put_mentions(doc, mentions, spans_key, skips)
-        data = {key: value for key, value in task["data"].items() if key != text_key}
-        doc.user_data[LABEL_STUDIO_KEY] = {"task": task.get("id"), "data": data, "text_key": text_key, **names}
-        yield doc
+        for k, item in enumerate(chosen):
+            mentions, names = _mentions(item.get("result") or [], text, where, skips, other_texts=set(meta["data"]))
+            doc = reading.doc(text, mentions, skips, where)
+            doc.user_data[NAME_KEY] = name if annotations != "all" else f"{name}-{item.get('id', k)}"
+            doc.user_data[LABEL_STUDIO_KEY] = {**meta, **names, "annotation": item.get("id"), "annotator": item.get("completed_by")}
+            yield doc
 
 
-def _chosen(task: Dict[str, Any], use: str) -> List[Dict[str, Any]]:
-    """The task's annotations that were not cancelled, or its predictions (an export lists their ids
-    only: then the predictions its annotations were made from)."""
-    items = [item for item in task.get(use) or [] if isinstance(item, dict) and not item.get("was_cancelled")]
-    if use == "predictions" and not items:
-        items = [a["prediction"] for a in task.get("annotations") or [] if isinstance(a, dict) and isinstance(a.get("prediction"), dict)]
-    return items
+_MIN_FIELDS = ("id", "annotator", "annotation_id", "created_at", "updated_at", "lead_time")
 
 
-def _mentions(results: List[Any], text: str, where: str, skips: Skips) -> Tuple[List[Mention], Dict[str, str]]:
-    """The entities of one annotation's results: regions joined by fragment relations."""
-    regions: Dict[str, Tuple[str, Tuple[int, int], str]] = {}  # region id -> (label, range, text)
-    links: List[Tuple[str, str]] = []
+def _standard(task: Any, where: str, text_key: Optional[str]) -> Dict[str, Any]:
+    """The task as Label Studio's JSON export has it; a JSON-MIN row (the data's keys, each labels
+    control's regions as a list, ``annotator``, ``annotation_id``) is made into one."""
+    if isinstance(task, dict) and isinstance(task.get("data"), dict):
+        return task
+    if not isinstance(task, dict) or "data" in task or not any(isinstance(v, str) for k, v in task.items() if k not in _MIN_FIELDS):
+        raise FormatError(f"{where}: a task is an object with 'data' (JSON export) or with its text (JSON-MIN export)")
+    controls = {key: value for key, value in task.items() if key not in _MIN_FIELDS and _regions(value)}
+    data = {key: value for key, value in task.items() if key not in _MIN_FIELDS and key not in controls}
+    result = [
+        {"id": f"{key}-{k}", "type": "labels", "from_name": key, "value": region}
+        for key, regions in controls.items() for k, region in enumerate(regions)
+    ]  # fmt: skip
+    annotation = {"id": task.get("annotation_id"), "completed_by": task.get("annotator"), "updated_at": task.get("updated_at"), "result": result}
+    return {"id": task.get("id"), "data": data, "annotations": [annotation] if "annotation_id" in task or result else []}
+
+
+def _regions(value: Any) -> bool:
+    """Whether a JSON-MIN field holds text regions (a list of objects with start and end)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(item, dict) and "start" in item and "end" in item for item in value)
+
+
+def _text_key(data: Dict[str, Any], text_key: Optional[str], where: str) -> str:
+    """The key of the data that holds the text: ``text_key``, else ``text``, else the only string."""
+    if text_key is None and not isinstance(data.get("text"), str):
+        strings = [key for key, value in data.items() if isinstance(value, str)]
+        if len(strings) == 1:
+            return strings[0]
+        named = ", ".join(strings) if strings else "none"
+        raise FormatError(f"{where}: no text under data.text (the data's strings: {named}); name its key with --text-key")
+    key = text_key or "text"
+    if not isinstance(data.get(key), str):
+        raise FormatError(f"{where}: no text under data.{key}")
+    return key
+
+
+def _chosen(task: Dict[str, Any], use: str, choice: str, skips: Skips) -> List[Dict[str, Any]]:
+    """The task's annotations (or predictions) to read, as ``choice`` says, of those not cancelled
+    (an export may list its predictions' ids only: then the predictions its annotations were made
+    from); what is not read is counted."""
+    listed = [item for item in task.get(use) or [] if isinstance(item, dict)]
+    if use == "predictions" and not listed:
+        listed = [a["prediction"] for a in task.get("annotations") or [] if isinstance(a, dict) and isinstance(a.get("prediction"), dict)]
+    items = [item for item in listed if not item.get("was_cancelled")]
+    if len(items) < len(listed):
+        skips.count(f"cancelled {use}", len(listed) - len(items))
+    for other in ("annotations", "predictions", "drafts"):
+        if other != use and task.get(other):
+            skips.count(f"{other} (--use {use})", len(task[other]))
+    if choice == "all" or not items:
+        return items
+    kept = items[0] if choice == "first" else max(enumerate(items), key=lambda pair: (_when(pair[1]), pair[0]))[1]
+    if len(items) > 1:
+        skips.count(f"{use} not chosen (--annotations {choice})", len(items) - 1)
+    return [kept]
+
+
+def _when(item: Dict[str, Any]) -> str:
+    """When an annotation was last saved (ISO times compare as text); '' when the export does not say."""
+    return str(item.get("updated_at") or item.get("created_at") or "")
+
+
+def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_texts=frozenset()) -> Tuple[List[Mention], Dict[str, str]]:
+    """The entities of one annotation's results: regions joined by fragment relations (a region of
+    another of the task's texts, its ``to_name`` one of ``other_texts``, is listed, not read)."""
+    regions: List[Tuple[str, str, Tuple[int, int], Optional[str]]] = []  # (region id, label, range, text)
+    links: List[Tuple[str, str, List[str]]] = []
     names: Dict[str, str] = {}
     to_python = _python_offsets(text)
-    for result in results:
+    for k, result in enumerate(results):
         kind = result.get("type") if isinstance(result, dict) else None
-        if kind == "labels":
-            for region_id, label, value in _labelled(result, where):
-                if region_id in regions:
-                    raise FormatError(f"{where}: region {region_id} is in the annotation twice; region ids must be unique")
-                regions[region_id] = (label, (to_python(value["start"], where), to_python(value["end"], where)), value.get("text"))
+        value = result.get("value") if isinstance(result, dict) else None
+        if kind == "labels" and isinstance(value, dict) and "start" in value and "end" in value and result.get("to_name") not in other_texts:
+            edges = _region_range(value, text, to_python, where)
+            for region_id, label in _labelled(result, k, where):
+                regions.append((region_id, label, edges, value.get("text")))
             names = {"from_name": result.get("from_name", "label"), "to_name": result.get("to_name", "text")}
         elif kind == "relation":
             links.append((str(result.get("from_id")), str(result.get("to_id")), result.get("labels") or []))
         else:
-            skips.skip(str(result.get("id", "?")) if isinstance(result, dict) else "?", OTHER_RESULT, f"a {kind} result is not an entity")
+            what = f"a {kind} result" if kind != "labels" else f"a labels result of {result.get('to_name')}, not of the text" if result.get("to_name") in other_texts else "a labels result without start and end (no text region)"
+            skips.skip(str(result.get("id", f"#{k}")) if isinstance(result, dict) else f"#{k}", OTHER_RESULT, f"{what} is not an entity", what="result")
     return _joined(regions, links, where, skips), names
 
 
-def _labelled(result: Dict[str, Any], where: str) -> Iterator[Tuple[str, str, Dict[str, Any]]]:
-    value = result.get("value")
-    region_id = str(result.get("id", ""))
-    if not region_id or not isinstance(value, dict) or not isinstance(value.get("labels"), list) or not value["labels"]:
-        raise FormatError(f"{where}: region {region_id or '?'}: a labels result has an id and a value with start, end and labels")
-    labels = value["labels"]
+def _labelled(result: Dict[str, Any], k: int, where: str) -> Iterator[Tuple[str, str]]:
+    """(region id, label) for each label of a region (the region's id, or its place where it has none)."""
+    labels = result["value"].get("labels")
+    region_id = str(result.get("id") or f"#{k}")
+    if not isinstance(labels, list) or not labels:
+        raise FormatError(f"{where}: region {region_id}: a labels result has a value with start, end and labels")
     for label in labels:
-        yield (region_id if len(labels) == 1 else f"{region_id}-{label}"), str(label), value
+        yield (region_id if len(labels) == 1 else f"{region_id}-{label}"), str(label)
 
 
 def _joined(regions, links, where: str, skips: Skips) -> List[Mention]:
-    parent = {region_id: region_id for region_id in regions}
+    """One mention per group of regions joined by fragment relations (regions of one label)."""
+    parent = list(range(len(regions)))
+    places: Dict[str, List[int]] = {}
+    for k, (region_id, _, _, _) in enumerate(regions):
+        places.setdefault(region_id, []).append(k)
 
-    def root(region_id: str) -> str:
-        while parent[region_id] != region_id:
-            region_id = parent[region_id]
-        return region_id
+    def root(k: int) -> int:
+        while parent[k] != k:
+            k = parent[k]
+        return k
 
     for from_id, to_id, labels in links:
-        missing = [i for i in (from_id, to_id) if i not in regions]
-        if missing:
-            raise FormatError(f"{where}: a relation from {from_id} to {to_id} points to region {missing[0]}, which is not in the annotation")
-        if (labels and FRAGMENT not in labels) or regions[from_id][0] != regions[to_id][0]:
+        for region_id in (from_id, to_id):
+            if region_id not in places:
+                raise FormatError(f"{where}: a relation from {from_id} to {to_id} points to region {region_id}, which is not in the annotation")
+            if len(places[region_id]) > 1:
+                raise FormatError(f"{where}: a relation from {from_id} to {to_id} refers to region {region_id}, the id of {len(places[region_id])} regions; region ids must be unique")
+        a, b = places[from_id][0], places[to_id][0]
+        if (labels and FRAGMENT not in labels) or regions[a][1] != regions[b][1]:
             skips.later(f"{from_id}->{to_id}", RELATION, f"relation {'/'.join(labels) or '(no label)'} from {from_id} to {to_id} is not a fragment of one entity")
             continue
-        parent[root(to_id)] = root(from_id)
-    members: Dict[str, List[str]] = {}
-    for region_id in regions:
-        members.setdefault(root(region_id), []).append(region_id)
+        parent[root(b)] = root(a)
+    members: Dict[int, List[int]] = {}
+    for k in range(len(regions)):
+        members.setdefault(root(k), []).append(k)
     mentions = []
-    for ids in members.values():
-        ids.sort(key=lambda i: regions[i][1])
-        ranges = [regions[i][1] for i in ids]
-        texts = [regions[i][2] for i in ids]
+    for group in members.values():
+        group.sort(key=lambda k: regions[k][2])
+        texts = [regions[k][3] for k in group]
         text = " ".join(texts) if all(isinstance(t, str) for t in texts) else None
-        mentions.append(Mention(ids[0], regions[ids[0]][0], ranges, text, {"regions": ids}))
+        first = regions[group[0]]
+        mentions.append(Mention(first[0], first[1], [regions[k][2] for k in group], text, {"regions": [regions[k][0] for k in group]}))
     return mentions
+
+
+def _region_range(value: Dict[str, Any], text: str, to_python, where: str) -> Tuple[int, int]:
+    """A region's [start, end) in Python characters: Label Studio's UTF-16 offsets converted, or,
+    where only the offsets taken as Python characters give the region's own text (an import a
+    script made), those."""
+    start, end, shown = value["start"], value["end"], value.get("text")
+    python = isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= len(text) and isinstance(shown, str)
+    python = python and text_matches(text, [(start, end)], shown)
+    try:
+        edges = (to_python(start, where), to_python(end, where))
+    except FormatError:
+        if python:
+            return start, end
+        raise
+    return (start, end) if python and not text_matches(text, [edges], shown) else edges
 
 
 def _python_offsets(text: str):
@@ -156,6 +253,8 @@ def _python_offsets(text: str):
         limit = units
 
     def convert(offset: Any, where: str) -> int:
+        if isinstance(offset, str) and offset.isdigit():
+            offset = int(offset)
         if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= limit or (table is not None and offset not in table):
             raise FormatError(f"{where}: offset {offset!r} is not within the text of {limit} characters")
         return offset if table is None else table[offset]

@@ -103,13 +103,17 @@ def create_brat_corpus(
     spans_key: str = "w2ner",
     check_text: bool = True,
     limit: int = 0,
-    sentencizer: bool = False,
+    sentencizer: bool = True,
+    split_tokens: bool = True,
+    strict: bool = False,
 ) -> Callable[[Language], Iterator[Example]]:
-    """brat standoff (a directory of .txt/.ann pairs, or one .txt), one Example per document.
+    """brat standoff (a directory of .txt/.ann pairs, or one .txt), one Example per document, as
+    ``convert brat`` reads it.
 
-    ``tokenizer`` is ``"spacy"`` (the pipeline's own tokenizer) or ``"whitespace"``;
-    ``sentencizer`` sets sentence boundaries with spaCy's sentencizer.
+    ``tokenizer`` is ``"spacy"`` (the pipeline's own tokenizer) or ``"whitespace"``; tokens are
+    split where an annotation's boundary falls inside one (``split_tokens``); ``sentencizer`` sets
+    sentence boundaries with spaCy's sentencizer, never inside an entity; ``strict`` stops at the
+    first annotation that cannot be an entity.
     """
-    return ConvertedCorpus(
-        "brat", path, spans_key, limit, tokenizer=tokenizer, check_text=check_text, sentencizer=sentencizer
-    )
+    options = {"tokenizer": tokenizer, "check_text": check_text, "sentencizer": sentencizer, "split_tokens": split_tokens, "strict": strict}
+    return ConvertedCorpus("brat", path, spans_key, limit, **options)

@@ -1,42 +1,76 @@
-"""Annotations at character offsets <-> the ``doc.spans`` contract, for BioC, PubTator and Label Studio.
+"""Annotations at character offsets <-> the ``doc.spans`` contract: the one place that decides how
+an annotation of brat, BioC, PubTator or Label Studio becomes an entity.
 
-A ``Mention`` is one annotation of a source at character offsets of the Doc's text: its id, its
-label, one ``[start, end)`` range per location (several: a discontinuous entity), the text the
-source says it covers, and ``extra``: whatever else the source holds for it (infons, concept
-ids, columns), kept for the way back.
+Each format module only maps its records to a text and ``Mention``s: one annotation's id, label,
+one ``[start, end)`` range per location (several: a discontinuous entity), the text the source
+says it covers, and ``extra`` (whatever else the source holds for it: infons, concept ids,
+columns; kept for the way back). ``Reading.doc`` makes the Doc, by these rules:
 
-``put_mentions`` aligns each mention's ranges to the Doc's tokens and writes those that can be
-entities, with their ids as ``span.id_``. One that cannot (a boundary inside a token, a text that
-differs from the text at its offsets) is never dropped silently: ``skip`` lists it in
-``doc.user_data[SKIPPED_KEY]`` as ``[id, kind, why]`` and counts it per kind in
-``doc.user_data[IGNORED_KEY]`` (so ``CorpusSummary`` reports it), or, with ``strict``, raises
-``FormatError`` at the first. ``extra`` goes to ``doc.user_data[EXTRA_KEY][id]`` with the
-mention's label and ranges (its locations as the source gave them, even where two adjacent ones
-make one fragment).
+* **Text.** The tokenizer must keep the text exactly (offsets count its characters).
+* **An annotation's text** (``text_matches``) is the text at its offsets when, whitespace runs
+  being alike, it is its pieces in order separated only by whitespace or ellipsis marks (``...``,
+  ``…``, ``[...]``, ``[…]``, ``(...)``; brat joins them with a space, bconv with `` ... ``), or
+  the text that spans all the pieces. Otherwise the annotation is listed (``TEXT_DIFFERS``).
+* **Whitespace at a range's edges** is not aligned (Label Studio selections often end in a
+  space); the source's ranges are kept for the way back.
+* **A boundary inside a token** splits that token there with spaCy's retokenizer, so every
+  annotation its authors made becomes an entity (counted: ``TOKENS_SPLIT_KEY``); with
+  ``split_tokens=False`` the annotation is listed instead (``INSIDE_TOKEN``).
+* **Sentences.** The reader gives the text's parts: where sentences start that the source states
+  (BioC ``<sentence>`` elements, passages, a PubTator abstract) and where spaCy's sentencizer may
+  set more (``sentencizer``; without it only the source's sentences are set). A boundary is never
+  set inside an entity (from its first to its last token): those sentences stay one, counted
+  (``SENTENCES_JOINED_KEY``), so a segment never cuts an entity.
+* **Nothing is dropped silently.** An annotation that cannot be an entity, and a line or record the
+  reader does not know, is listed on the Doc (``SKIPPED_KEY``: what, kind, why) and counted per
+  kind (``IGNORED_KEY``; ``NOT_READ_KEY`` for what was not read), or, with ``strict``, raises
+  ``FormatError`` at the first.
 
-``mentions_of`` is the way back: a doc's entities as mentions with character ranges, their score,
-and the ``extra`` of the source annotation they still are (same id, label and ranges; a predicted
-entity that differs gets none).
+Entities keep their source ids as ``span.id_``; ``SOURCE_KEY`` keeps each source annotation's label,
+ranges, extra and (where it is not the pieces joined by a space) text. ``mentions_of`` is the way
+back: a doc's entities as mentions, with the source annotation's ranges, text and extra where the
+entity is that annotation unchanged. Relations a reader keeps are ``RELATIONS_KEY`` (``keep_relations``),
+written back by the same format's writer; they never train.
 """
+import bisect
+import re
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc
+from spacy.vocab import Vocab
 
 from ..entities import get_entities, set_entities
-from .base import IGNORED_KEY, FormatError
-
-SKIPPED_KEY = "w2ner_skipped"  # [[annotation id, kind, why], ...]: annotations that are not entities
-EXTRA_KEY = "w2ner_extra"  # {annotation id: {"label", "ranges", "extra"}}: what the source held besides
+from .base import (
+    IGNORED_KEY,
+    NOT_READ_KEY,
+    RELATIONS_KEY,
+    SENTENCES_JOINED_KEY,
+    SKIPPED_KEY,
+    SOURCE_KEY,
+    TOKENS_SPLIT_KEY,
+    FormatError,
+)
 
 Range = Tuple[int, int]  # [start, end) characters of the Doc's text
+Tokenizer = Callable[[str], Doc]
+TOKENIZERS = ("spacy", "whitespace")
 
 # Kinds of annotations that cannot be entities (the keys of the counts).
 INSIDE_TOKEN = "boundary inside a token"
 TEXT_DIFFERS = "text differs from its offsets"
 OUTSIDE = "outside its passage"
+OUTSIDE_TEXT = "outside the text"
 RELATION = "relation"
 EMPTY = "empty location"
+NO_TYPE = "no type"
+# What a reader passed over (NOT_READ_KEY).
+UNKNOWN = "unknown line or element"
+
+_ELLIPSIS = r"(?:\.\s?\.(?:\s?\.)*|[\u2025\u2026\u22ef])"
+_GAP = rf"(?:\s|{_ELLIPSIS}|[\[(]\s*{_ELLIPSIS}\s*[\])])*"
+_WORD = re.compile(r"\S+")
 
 
 @dataclass
@@ -49,6 +83,40 @@ class Mention:
     text: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict)
     score: Optional[float] = None
+    at: Optional[str] = None  # where the source has it (file:line), for messages; not kept
+
+
+def check_tokenizer(tokenizer: str = "spacy", **_) -> None:
+    """ValueError for a tokenizer option that is not 'spacy' (the pipeline's) or 'whitespace'."""
+    if tokenizer not in TOKENIZERS:
+        raise ValueError(f"tokenizer must be 'spacy' or 'whitespace', got {tokenizer!r}")
+
+
+# ---------------------------------------------------------------- the rules
+
+
+def text_matches(doc_text: str, ranges: Sequence[Range], text: Optional[str]) -> bool:
+    """Whether ``text`` (None: no text to check) is the text at ``ranges`` of ``doc_text``: its
+    pieces in order (as given, or by position) separated only by whitespace or ellipsis marks, or
+    the text spanning all of them; whitespace runs match any whitespace run, whitespace at the
+    edges is not compared, and characters are compared composed (NFC)."""
+    if text is None or not ranges:
+        return True
+    text = unicodedata.normalize("NFC", text).strip()
+    spanning = doc_text[min(s for s, _ in ranges) : max(e for _, e in ranges)]
+    if re.fullmatch(_alike(spanning), text):
+        return True
+    for order in (list(ranges), sorted(ranges)):
+        pattern = _GAP.join(_alike(doc_text[start:end]) for start, end in order)
+        if re.fullmatch(pattern, text):
+            return True
+    return False
+
+
+def _alike(piece: str) -> str:
+    """A pattern for ``piece`` in which each whitespace run matches any whitespace run (and
+    whitespace at its edges none)."""
+    return r"\s+".join(re.escape(word) for word in unicodedata.normalize("NFC", piece).split())
 
 
 def fragment_text(text: str, ranges: Sequence[Range]) -> str:
@@ -56,91 +124,180 @@ def fragment_text(text: str, ranges: Sequence[Range]) -> str:
     return " ".join(text[start:end] for start, end in ranges)
 
 
-def text_matches(doc_text: str, mention: Mention) -> bool:
-    """Whether the mention's own text (when it has one) is the text at its ranges, joined by a
-    space or by nothing."""
-    if mention.text is None:
-        return True
-    pieces = [doc_text[start:end] for start, end in mention.ranges]
-    return mention.text in (" ".join(pieces), "".join(pieces))
+def trimmed(text: str, start: int, end: int) -> Optional[Range]:
+    """The range without whitespace at its edges; None when it is all whitespace."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None
 
 
-class Skips:
-    """Where a reader reports annotations that are not entities: listed per doc, or raised (strict)."""
-
-    def __init__(self, where: str, strict: bool):
-        self.where, self.strict = where, strict
-        self.listed: List[List[str]] = []
-        self._later: List[Tuple[str, str, str]] = []
-
-    def skip(self, annotation_id: str, kind: str, why: str) -> None:
-        if self.strict:
-            raise FormatError(f"{self.where}: annotation {annotation_id}: {why} (--strict)")
-        self.listed.append([annotation_id, kind, why])
-
-    def later(self, annotation_id: str, kind: str, why: str) -> None:
-        """Skip once the annotations are aligned (relations), so ``strict`` stops at an annotation first."""
-        self._later.append((annotation_id, kind, why))
-
-    def save(self, doc: Doc) -> None:
-        """Record the skipped annotations on the doc (added to what it holds)."""
-        for later in self._later:
-            self.skip(*later)
-        self._later = []
-        if not self.listed:
-            return
-        doc.user_data.setdefault(SKIPPED_KEY, []).extend(self.listed)
-        counts = dict(doc.user_data.get(IGNORED_KEY, {}))
-        for _, kind, _ in self.listed:
-            counts[kind] = counts.get(kind, 0) + 1
-        doc.user_data[IGNORED_KEY] = counts
+# ---------------------------------------------------------------- making the Doc
 
 
-def put_mentions(doc: Doc, mentions: Iterable[Mention], spans_key: str, skips: Skips) -> None:
-    """Write the mentions that can be entities to ``doc.spans[spans_key]`` (ids kept, extra saved);
-    report the others to ``skips``, which is saved on the doc."""
+@dataclass(frozen=True)
+class Reading:
+    """How a standoff reader makes its Docs (one set of options for brat, BioC, PubTator and Label
+    Studio): the vocab, the tokenizer (None: whitespace), whether tokens are split at annotation
+    boundaries, whether spaCy's sentencizer sets sentences where the source states none, whether
+    to stop at the first annotation or record that is not read (``strict``), whether to compare
+    each annotation's text with its offsets."""
+
+    vocab: Vocab
+    spans_key: str = "w2ner"
+    tokenizer: Optional[Tokenizer] = None
+    split_tokens: bool = True
+    sentencizer: bool = True
+    strict: bool = False
+    check_text: bool = True
+
+    def skips(self, where: str) -> "Skips":
+        return Skips(where, self.strict)
+
+    def doc(self, text: str, mentions: Iterable[Mention], skips: "Skips", where: str, parts: Optional[List[Tuple[int, bool]]] = None) -> Doc:
+        """The Doc of ``text`` with the mentions that can be entities (module docstring).
+
+        ``parts``: (character, sentencize) where the source starts a sentence or a passage, and
+        whether the sentencizer may set boundaries after it (default: the text is one part)."""
+        doc = tokenize_exactly(text, self.vocab, self.tokenizer, where)
+        given = [(token.idx, False) for token in doc if token.is_sent_start] if doc.has_annotation("SENT_START") else []
+        parts = sorted((parts if parts is not None else [(0, True)]) + given)
+        mentions = [m for m in mentions if self._text_checked(doc.text, m, skips)]
+        cuts = _cuts(doc, [trimmed(doc.text, s, e) or (s, s) for m in mentions for s, e in m.ranges] + [(p, p) for p, _ in parts])
+        if cuts and self.split_tokens:
+            doc.user_data[TOKENS_SPLIT_KEY] = _split(doc, cuts)
+        _put(doc, mentions, self.spans_key, skips)
+        set_sentences(doc, parts, self.sentencizer, self.spans_key)
+        return doc
+
+    def _text_checked(self, doc_text: str, mention: Mention, skips: "Skips") -> bool:
+        if not self.check_text or text_matches(doc_text, mention.ranges, mention.text):
+            return True
+        expected = fragment_text(doc_text, mention.ranges)
+        skips.skip(mention.id, TEXT_DIFFERS, f"({mention.label}) its text {mention.text!r} differs from the text at its offsets {expected!r}", at=mention.at)
+        return False
+
+
+def tokenize_exactly(text: str, vocab: Vocab, tokenizer: Optional[Tokenizer], where: str) -> Doc:
+    """The Doc of ``text`` in ``vocab`` (whitespace tokens without a tokenizer; sentence boundaries
+    kept); FormatError naming ``where`` if the tokenizer changed the text (offsets need it exact)."""
+    if tokenizer is None:
+        return whitespace_tokenize(text, vocab)
+    doc = tokenizer(text)
+    if doc.text != text:
+        raise FormatError(f"{where}: the tokenizer changed the text; character offsets need the exact text")
+    if doc.vocab is not vocab:
+        sent_starts = [token.is_sent_start for token in doc] if doc.has_annotation("SENT_START") else None
+        words, spaces = [token.text for token in doc], [bool(token.whitespace_) for token in doc]
+        doc = Doc(vocab, words=words, spaces=spaces, sent_starts=sent_starts)
+    return doc
+
+
+def whitespace_tokenize(text: str, vocab: Vocab) -> Doc:
+    """A Doc of the whitespace-separated words of ``text``, with ``doc.text == text``.
+
+    A single space after a word is its trailing whitespace; other whitespace
+    (newlines, runs of spaces) becomes whitespace tokens, as spaCy's tokenizer does.
+    """
+    words: List[str] = []
+    spaces: List[bool] = []
+
+    def add_gap(gap: str) -> None:
+        if gap and words and not spaces[-1] and not words[-1].isspace() and gap[0] == " ":
+            spaces[-1] = True
+            gap = gap[1:]
+        if gap:
+            words.append(gap)
+            spaces.append(False)
+
+    position = 0
+    for match in _WORD.finditer(text):
+        add_gap(text[position : match.start()])
+        words.append(match.group())
+        spaces.append(False)
+        position = match.end()
+    add_gap(text[position:])
+    return Doc(vocab, words=words, spaces=spaces)
+
+
+def _cuts(doc: Doc, ranges: Iterable[Range]) -> Dict[int, List[int]]:
+    """{token index: characters inside it where a range starts or ends}: where tokens must split."""
+    starts = [token.idx for token in doc]
+    cuts: Dict[int, set] = {}
+    for start, end in ranges:
+        for char in {start, end}:
+            i = bisect.bisect_right(starts, char) - 1
+            if i >= 0 and starts[i] < char < starts[i] + len(doc[i]) and not doc[i].is_space:
+                cuts.setdefault(i, set()).add(char - starts[i])
+    return {i: sorted(chars) for i, chars in cuts.items()}
+
+
+def _split(doc: Doc, cuts: Dict[int, List[int]]) -> int:
+    """Split each token at its cuts (spaCy's retokenizer; each piece its own head); how many."""
+    with doc.retokenize() as retokenizer:
+        for i, chars in cuts.items():
+            token = doc[i]
+            edges = [0, *chars, len(token.text)]
+            pieces = [token.text[a:b] for a, b in zip(edges, edges[1:])]
+            retokenizer.split(token, pieces, heads=[(token, k) for k in range(len(pieces))])
+    return len(cuts)
+
+
+def _put(doc: Doc, mentions: List[Mention], spans_key: str, skips: "Skips") -> None:
+    """Write the mentions that align to tokens as entities (ids kept, unique; extra saved)."""
     entities, ids, extras = [], [], {}
     for mention in mentions:
         tokens = _aligned_tokens(doc, mention, skips)
         if tokens is None:
             continue
+        entity_id = mention.id
+        while entity_id in extras:  # a repeated source id: unique on the doc, the source's kept to write back
+            entity_id = f"{mention.id}#{len(extras)}"
+            mention.extra = {**mention.extra, "source_id": mention.id}
         entities.append((mention.label, tokens, mention.score))
-        ids.append(mention.id)
-        extras[mention.id] = _saved(doc.text, mention)
+        ids.append(entity_id)
+        extras[entity_id] = _saved(doc.text, mention)
     if entities and any(score is None for _, _, score in entities):
         entities = [(label, tokens, None) for label, tokens, _ in entities]
     set_entities(doc, entities, spans_key, ids=ids)
     if extras:
-        doc.user_data[EXTRA_KEY] = extras
+        doc.user_data[SOURCE_KEY] = extras
     skips.save(doc)
 
 
 def _saved(doc_text: str, mention: Mention) -> Dict[str, Any]:
     """What the way back needs of a source annotation: label, ranges (locations), extra, and its
-    text where it is not the ranges' text joined by a space."""
+    text (or None: it had none) where it is not the ranges' text joined by a space."""
     saved: Dict[str, Any] = {"label": mention.label, "ranges": [list(r) for r in mention.ranges], "extra": mention.extra}
-    if mention.text is not None and mention.text != fragment_text(doc_text, mention.ranges):
-        saved["text"] = mention.text
+    if mention.text != fragment_text(doc_text, mention.ranges):
+        saved["text"] = mention.text  # None where the source had no text
     return saved
 
 
-def _aligned_tokens(doc: Doc, mention: Mention, skips: Skips) -> Optional[List[int]]:
-    if not text_matches(doc.text, mention):
-        expected = fragment_text(doc.text, mention.ranges)
-        skips.skip(mention.id, TEXT_DIFFERS, f"({mention.label}) its text {mention.text!r} differs from the text at its offsets {expected!r}")
-        return None
+def _aligned_tokens(doc: Doc, mention: Mention, skips: "Skips") -> Optional[List[int]]:
     tokens: List[int] = []
     for start, end in mention.ranges:
-        span = doc.char_span(start, end, alignment_mode="strict")
-        if span is None or len(span) == 0:
-            skips.skip(
-                mention.id, INSIDE_TOKEN,
-                f"({mention.label}) {doc.text[start:end]!r} at {start}-{end} does not start and end on token boundaries "
-                f"(tokens there: {_tokens_near(doc, start, end)})",
-            )  # fmt: skip
+        span = _token_span(doc, start, end)
+        if span is None:
+            if trimmed(doc.text, start, end) is None:
+                skips.skip(mention.id, EMPTY, f"({mention.label}) {start}-{end} has no text", at=mention.at)
+            else:
+                skips.skip(
+                    mention.id, INSIDE_TOKEN,
+                    f"({mention.label}) {doc.text[start:end]!r} at {start}-{end} does not start and end on token boundaries "
+                    f"(tokens there: {_tokens_near(doc, start, end)}; tokens are split there unless --no-split-tokens)", at=mention.at,
+                )  # fmt: skip
             return None
         tokens.extend(range(span.start, span.end))
-    return tokens
+    return sorted(set(tokens))
+
+
+def _token_span(doc: Doc, start: int, end: int):
+    """The tokens of [start, end) without whitespace at its edges, or None where they do not align."""
+    edges = trimmed(doc.text, start, end)
+    span = None if edges is None else doc.char_span(*edges, alignment_mode="strict")
+    return span if span is not None and len(span) else None
 
 
 def _tokens_near(doc: Doc, start: int, end: int) -> str:
@@ -148,10 +305,139 @@ def _tokens_near(doc: Doc, start: int, end: int) -> str:
     return ", ".join(f"{t.text!r}@{t.idx}" for t in tokens) or "none"
 
 
+# ---------------------------------------------------------------- sentences
+
+
+def set_sentences(doc: Doc, parts: List[Tuple[int, bool]], sentencizer: bool, spans_key: str) -> None:
+    """Sentence starts at the parts' characters (the first token there that is not whitespace),
+    and, with ``sentencizer``, spaCy's sentencizer's inside the parts that allow it; none inside
+    an entity (joined, counted). Without the sentencizer and without a part the source states
+    (``sentencize=False``), the doc gets no sentence boundaries."""
+    if not len(doc) or not (sentencizer or any(not sentencize for _, sentencize in parts)):
+        return
+    starts = [token.idx for token in doc]
+    is_start = [False] * len(doc)
+    for char, _ in parts:
+        _mark(doc, is_start, bisect.bisect_left(starts, char))
+    if sentencizer:
+        part_starts = [char for char, _ in parts]
+        guesses = _sentencizer().predict([doc])[0]
+        for i, guess in enumerate(guesses):
+            part = bisect.bisect_right(part_starts, starts[i]) - 1
+            if guess and (part < 0 or parts[part][1]):
+                _mark(doc, is_start, i)
+    is_start[0] = True
+    joined = 0
+    for entity in get_entities(doc, spans_key):
+        for i in range(entity.tokens[0] + 1, entity.tokens[-1] + 1):
+            joined += is_start[i]
+            is_start[i] = False
+    for token, value in zip(doc, is_start):
+        token.is_sent_start = value
+    if joined:
+        doc.user_data[SENTENCES_JOINED_KEY] = joined
+
+
+def _mark(doc: Doc, is_start: List[bool], i: int) -> None:
+    """Mark the first token from ``i`` on that is not whitespace as a sentence start."""
+    while i < len(doc) and doc[i].is_space:
+        i += 1
+    if i < len(doc):
+        is_start[i] = True
+
+
+_SENTENCIZER = []
+
+
+def _sentencizer():
+    if not _SENTENCIZER:
+        from spacy.pipeline import Sentencizer
+
+        _SENTENCIZER.append(Sentencizer())
+    return _SENTENCIZER[0]
+
+
+# ---------------------------------------------------------------- what is not an entity
+
+
+class Skips:
+    """Where a reader reports what of its source is not an entity or not read: listed on the doc
+    and counted per kind, or raised at the first (strict)."""
+
+    def __init__(self, where: str, strict: bool):
+        self.where, self.strict = where, strict
+        self.listed: List[List[str]] = []
+        self.ignored: Dict[str, int] = {}
+        self.not_read: Dict[str, int] = {}
+        self._later: List[Tuple[str, str, str]] = []
+
+    def skip(self, annotation_id: str, kind: str, why: str, what: str = "annotation", at: Optional[str] = None) -> None:
+        """An annotation (or relation, ``what``) that is not an entity; ``at``: where it is, if
+        more precisely than the document (file:line)."""
+        if self.strict:
+            raise FormatError(f"{at or self.where}: {what} {annotation_id}: {why} (--strict)")
+        self.listed.append([f"{what} {annotation_id}", kind, why])
+        self.ignore(kind)
+
+    def ignore(self, kind: str) -> None:
+        """Count an annotation that is not an entity without listing it (brat's relations, events, notes)."""
+        self.ignored[kind] = self.ignored.get(kind, 0) + 1
+
+    def later(self, annotation_id: str, kind: str, why: str) -> None:
+        """Skip once the annotations are aligned (relations), so ``strict`` stops at an annotation first."""
+        self._later.append((annotation_id, kind, why))
+
+    def unknown(self, location: str, why: str, kind: str = UNKNOWN) -> None:
+        """A line or record the reader does not know, at ``location`` (file:line): passed over."""
+        if self.strict:
+            raise FormatError(f"{location}: {why} (--strict)")
+        self.listed.append([location, kind, why])
+        self.count(kind)
+
+    def count(self, kind: str, n: int = 1) -> None:
+        """Count something of the source that was not read (not listed: e.g. annotations not chosen)."""
+        self.not_read[kind] = self.not_read.get(kind, 0) + n
+
+    def save(self, doc: Doc) -> None:
+        """Record what was skipped and not read on the doc (added to what it holds)."""
+        for later in self._later:
+            self.skip(*later, what="relation")
+        self._later = []
+        if self.listed:
+            doc.user_data.setdefault(SKIPPED_KEY, []).extend(self.listed)
+        for key, counts in ((IGNORED_KEY, self.ignored), (NOT_READ_KEY, self.not_read)):
+            if counts:
+                total = dict(doc.user_data.get(key, {}))
+                for kind, n in counts.items():
+                    total[kind] = total.get(kind, 0) + n
+                doc.user_data[key] = total
+        self.listed, self.ignored, self.not_read = [], {}, {}
+
+
+def skipped(doc: Doc) -> List[Tuple[str, str, str]]:
+    """What of the source did not become an entity or was not read: (what, kind, why)."""
+    return [tuple(item) for item in doc.user_data.get(SKIPPED_KEY, [])]
+
+
+def keep_relations(doc: Doc, format_name: str, relations: List[Any]) -> None:
+    """Keep a source's relations with the doc, for the writer of ``format_name`` (never entities)."""
+    if relations:
+        doc.user_data[RELATIONS_KEY] = {"format": format_name, "items": relations}
+
+
+def relations_of(doc: Doc, format_name: str) -> List[Any]:
+    """The relations read from ``format_name`` that the doc keeps ([] for another format's)."""
+    kept = doc.user_data.get(RELATIONS_KEY) or {}
+    return list(kept.get("items", [])) if kept.get("format") == format_name else []
+
+
+# ---------------------------------------------------------------- the way back
+
+
 def mentions_of(doc: Doc, spans_key: str) -> List[Mention]:
     """The doc's entities as mentions: ranges in characters (one per fragment), id, score, and the
-    source's extra where the entity is the source annotation unchanged."""
-    extras = doc.user_data.get(EXTRA_KEY, {})
+    source's ranges, text and extra where the entity is the source annotation unchanged."""
+    extras = doc.user_data.get(SOURCE_KEY, {})
     mentions = []
     for entity in get_entities(doc, spans_key):
         entity_id = entity.spans[0].id_ if entity.spans else ""
@@ -169,16 +455,11 @@ def mentions_of(doc: Doc, spans_key: str) -> List[Mention]:
 def _tokens_of_ranges(doc: Doc, ranges: Sequence[Sequence[int]]) -> Optional[Tuple[int, ...]]:
     tokens = set()
     for start, end in ranges:
-        span = doc.char_span(start, end, alignment_mode="strict")
+        span = _token_span(doc, start, end)
         if span is None:
             return None
         tokens.update(range(span.start, span.end))
     return tuple(sorted(tokens))
-
-
-def skipped(doc: Doc) -> List[Tuple[str, str, str]]:
-    """The annotations of the source that did not become entities: (id, kind, why)."""
-    return [tuple(item) for item in doc.user_data.get(SKIPPED_KEY, [])]
 
 
 def write_each(writer, docs: Iterable[Doc]) -> None:

@@ -14,7 +14,11 @@ conflict counts and the grid picture's gold outlines all read it, so they cannot
 
 Decoding follows the paper: every NNW path from a head to a tail that a THW cell
 links is an entity. The number of paths per THW cell is capped, so a badly
-trained grid cannot make decoding explode in time or memory.
+trained grid cannot make decoding explode in time or memory. With ``best_path_only``
+a THW cell gives one entity, its best-scoring path: gold corpora rarely hold two entities
+of one label with the same first and last words (10 of CADEC's 4428 train entities share
+their THW cell with another), while a spurious link (a skip link beside a contiguous path,
+say) makes a second path there.
 """
 from dataclasses import dataclass
 from itertools import chain
@@ -118,6 +122,7 @@ def decode_grid(
     *,
     max_paths_per_edge: int = 64,
     max_paths_per_word: int = 16,
+    best_path_only: bool = False,
 ) -> DecodeResult:
     """Read the entities off a relation grid.
 
@@ -130,6 +135,8 @@ def decode_grid(
         whole grid (THW cells in (tail, head) order), so a degenerate grid with
         thousands of THW cells stays cheap. THW cells left unread, or cut at the
         per-cell cap, are counted in ``truncated_edges``.
+    best_path_only: one entity per THW cell, the path of the highest score (the first, in
+        lexicographic order, of equals) among those read, instead of every path.
     """
     n = relations.shape[0]
     if n == 0:
@@ -161,7 +168,17 @@ def decode_grid(
         found.extend((int(labels[k]), path) for path in paths)
     scores = _path_scores(confidences, [path for _, path in found])
     entities = [Entity(label, path, score) for (label, path), score in zip(found, scores)]
-    return DecodeResult(entities, truncated)
+    return DecodeResult(_best_per_cell(entities) if best_path_only else entities, truncated)
+
+
+def _best_per_cell(entities: List[Entity]) -> List[Entity]:
+    """The highest-scoring entity of each THW cell (label, first word, last word); the first of equals."""
+    best: Dict[Tuple[int, int, int], Entity] = {}
+    for entity in entities:
+        cell = (entity.label, entity.tokens[0], entity.tokens[-1])
+        if cell not in best or entity.score > best[cell].score:
+            best[cell] = entity
+    return list(best.values())
 
 
 def _paths_between(

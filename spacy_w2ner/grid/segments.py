@@ -90,22 +90,49 @@ def window_region(
     ]
 
 
+Region = Tuple[int, int]  # tokens [start, end) of a doc: a sentence, or the sentences an entity joins
+
+
+def regions_joined_for(regions: Sequence[Region], entities: Iterable[Entity]) -> Tuple[List[Region], int]:
+    """``regions`` (a partition of a doc's tokens, in order) with the regions each entity
+    crosses joined into one, so every entity lies whole inside one region; and how many
+    boundaries were removed. An entity is never cut: a sentence boundary inside it goes."""
+    if len(regions) < 2:
+        return list(regions), 0
+    boundaries = {start for start, _ in regions[1:]}
+    kept = set(boundaries)
+    for entity in entities:
+        first, last = entity.tokens[0], entity.tokens[-1]
+        kept.difference_update(b for b in boundaries if first < b <= last)
+    starts = [regions[0][0]] + sorted(kept)
+    ends = starts[1:] + [regions[-1][1]]
+    return list(zip(starts, ends)), len(boundaries) - len(kept)
+
+
 def segment_doc(
-    doc: Doc, doc_index: int, max_window: int, window_overlap: int
+    doc: Doc, doc_index: int, max_window: int, window_overlap: int, regions: Optional[Sequence[Region]] = None
 ) -> List[Segment]:
+    """The doc's segments: each region (default: its sentences, ``sentence_regions``) whole, or
+    in windows where it is longer than ``max_window``."""
     segments: List[Segment] = []
-    for start, end in sentence_regions(doc):
+    for start, end in sentence_regions(doc) if regions is None else regions:
         segments.extend(window_region(doc_index, start, end, max_window, window_overlap))
     return segments
 
 
 def segment_docs(
-    docs: Sequence[Doc], max_window: int, window_overlap: int
+    docs: Sequence[Doc],
+    max_window: int,
+    window_overlap: int,
+    regions: Optional[Sequence[Optional[Sequence[Region]]]] = None,
 ) -> List[Segment]:
+    """Every doc's segments; ``regions[i]``, where given, replaces doc i's sentences (training
+    takes them from the gold doc: ``grid.targets.training_regions``)."""
+    regions = [None] * len(docs) if regions is None else regions
     return [
         segment
-        for i, doc in enumerate(docs)
-        for segment in segment_doc(doc, i, max_window, window_overlap)
+        for i, (doc, doc_regions) in enumerate(zip(docs, regions))
+        for segment in segment_doc(doc, i, max_window, window_overlap, doc_regions)
     ]
 
 
@@ -170,19 +197,20 @@ SegmentGrid = Tuple[Segment, np.ndarray, np.ndarray]  # segment, relation ids, c
 
 
 def decode_segments(
-    grids: Iterable[SegmentGrid], n_docs: int, max_paths_per_edge: int
+    grids: Iterable[SegmentGrid], n_docs: int, max_paths_per_edge: int, best_path_only: bool = False
 ) -> Tuple[List[List[Entity]], int]:
     """The entities of each doc, read off the grids of its segments.
 
     An entity is kept from the segment whose core owns its first token, so each is
     reported once; if two grids report the same entity, the higher score counts.
     Returns the entities per doc (labels are label ids, tokens doc indices) and the
-    number of THW cells whose paths were not all read (see ``decode_grid``).
+    number of THW cells whose paths were not all read (see ``decode_grid``, which takes
+    ``best_path_only``).
     """
     found: List[Dict[Entity, Entity]] = [{} for _ in range(n_docs)]
     truncated = 0
     for segment, relations, confidences in grids:
-        result = decode_grid(relations, confidences, max_paths_per_edge=max_paths_per_edge)
+        result = decode_grid(relations, confidences, max_paths_per_edge=max_paths_per_edge, best_path_only=best_path_only)
         truncated += result.truncated_edges
         doc_found = found[segment.doc_index]
         for entity in result.entities:

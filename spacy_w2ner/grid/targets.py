@@ -11,6 +11,12 @@ Some gold entities cannot be taught, and are counted so the component can say so
 * ``thw_conflicts``: another entity with the same first and last word but another
   label already claims its tail-to-head cell (one label per cell; the first wins).
 
+Training grids are cut at the gold Doc's sentence boundaries (``training_regions``): the
+predicted Doc of an Example is made from the text and has none, and without them a document
+would be gridded in windows of ``max_window`` tokens, whose cells grow with the square of
+their length. Sentences that a gold entity crosses are joined into one region (counted):
+an entity is never cut by a boundary.
+
 The links of an entity that a window cuts are neither taught as present nor as
 absent (weight 0), so windows never teach that half an entity is no entity.
 """
@@ -21,7 +27,7 @@ from spacy.training import Example
 
 from ..entities import Entity, aligned_gold_entities
 from .codec import encode_grid
-from .segments import Segment
+from .segments import Region, Segment, regions_joined_for, sentence_regions
 
 
 def gold_entities(
@@ -85,3 +91,18 @@ def count_unlearnable(gold: Sequence[Sequence[Entity]], segments: Sequence[Segme
         for entity in entities
     )
 
+
+
+def training_regions(example: Example, entities: Sequence[Entity]) -> Tuple[List[Region], int]:
+    """The regions of the predicted Doc that training grids: its sentences where it has
+    boundaries, else the gold Doc's sentences (on the predicted tokens, by character offset;
+    a boundary inside a predicted token is left out), else the whole doc; the sentences a gold
+    entity (``entities``, predicted token indices) crosses joined. And the number of boundaries
+    removed for entities."""
+    predicted = example.predicted
+    if predicted.has_annotation("SENT_START") or not example.reference.has_annotation("SENT_START"):
+        return regions_joined_for(sentence_regions(predicted), entities)
+    token_at = {token.idx: token.i for token in predicted}
+    starts = sorted({token_at[sent[0].idx] for sent in example.reference.sents if sent[0].idx in token_at} | {0})
+    regions = list(zip(starts, starts[1:] + [len(predicted)])) if len(predicted) else []
+    return regions_joined_for(regions, entities)

@@ -5,7 +5,7 @@ number of relations (from the component's labels) are known; the component keeps
 cfg and rebuilds the module from them before a saved pipeline's weights load
 (``grid_scorer.build_for_loading``). The data flow: the package docstring.
 """
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional, Sequence
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -16,11 +16,11 @@ from ..grid.segments import validate_window
 from ..memory import ReleaseEvery
 from ..nn.fused_adam import check_half_dtype
 from .batches import score_docs
-from .grid_scorer import build_grid_scorer, grid_scorer_layer
-from .hyperparameters import check_positive_int, validate_hyperparameters
+from .grid_scorer import build_grid_scorer, grid_overflowed, grid_scorer_layer
+from .hyperparameters import check_positive_int, triplet_settings, validate_hyperparameters
 from .padding import add_unpadded
 from .predictions import HostGrids
-from .types import GridBatch, ScoredBatch
+from .types import GridBatch, LinkThresholds, ScoredBatch
 
 
 @registry.architectures("spacy_w2ner.W2NER.v1")
@@ -43,6 +43,10 @@ def build_w2ner_model(
     grad_scaler_config: dict = {},
     nO: Optional[int] = None,
     mixed_precision_dtype: str = "float16",
+    triplet_weight: float = 0.0,
+    triplet_window: int = 25,
+    triplet_margin: float = 1.0,
+    triplet_mining: str = "centroid",
 ) -> Model[List[Doc], List[GridBatch]]:
     """W2NER: word vectors from ``tok2vec``, one relation grid per sentence or window.
 
@@ -52,24 +56,19 @@ def build_w2ner_model(
     longest^2 per torch batch. ``nO`` (the number of relations) is set by the
     component from its labels. ``mixed_precision_dtype`` is the autocast dtype of
     ``mixed_precision`` on CUDA: "float16" (with loss scaling) or "bfloat16" (none needed).
-    Every setting is checked here, so a bad config fails when the pipeline is created.
+    ``triplet_*``: a grid-level triplet loss beside the cross-entropy in training, off while
+    ``triplet_weight`` is 0 (``model.loss.grid_triplet_loss``; TriG-NER's CADEC settings by
+    default otherwise). Every setting is checked here, so a bad config fails when the pipeline
+    is created.
     """
-    hyper = dict(
-        lstm_size=lstm_size,
-        dist_emb_size=dist_emb_size,
-        region_emb_size=region_emb_size,
-        conv_size=conv_size,
-        dilations=list(dilations),
-        biaffine_size=biaffine_size,
-        ffnn_size=ffnn_size,
-        input_dropout=input_dropout,
-        conv_dropout=conv_dropout,
-        output_dropout=output_dropout,
-    )
+    hyper = dict(lstm_size=lstm_size, dist_emb_size=dist_emb_size, region_emb_size=region_emb_size,
+                 conv_size=conv_size, dilations=list(dilations), biaffine_size=biaffine_size, ffnn_size=ffnn_size,
+                 input_dropout=input_dropout, conv_dropout=conv_dropout, output_dropout=output_dropout)  # fmt: skip
     validate_hyperparameters(hyper)
     validate_window(max_window, window_overlap)
     check_positive_int("max_grid_cells", max_grid_cells)
     check_half_dtype(mixed_precision_dtype)
+    triplet = triplet_settings(triplet_weight, triplet_window, triplet_margin, triplet_mining)
     grid_scorer = grid_scorer_layer(nO, hyper, mixed_precision, mixed_precision_dtype, grad_scaler_config)
     return Model(
         "w2ner",
@@ -81,6 +80,7 @@ def build_w2ner_model(
             "max_window": max_window,
             "window_overlap": window_overlap,
             "max_grid_cells": max_grid_cells,
+            "triplet": triplet,  # a TripletSettings: read by the component's get_loss, not saved with the weights
         },
     )
 
@@ -118,17 +118,25 @@ def _infer_width(tok2vec: Model, X: Optional[List[Doc]]) -> int:
 RELEASE_CELLS = 4 * 256 * 256
 
 
+def link_thresholds(model: Model) -> Optional[LinkThresholds]:
+    """The link thresholds predicting reads cells with (set by the component; ``None``: the arg-max)."""
+    return model.attrs.get("link_thresholds")
+
+
 def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
-    words, batches = score_docs(model, docs, is_train)
+    """Thinc's forward: every grid batch's logits, and one backprop for them all (training then
+    holds every batch's activations at once: the component trains with ``GridTrainingStep``)."""
+    words, _, batches = score_docs(model, docs, is_train)
     outputs: List[GridBatch] = []
     trained: List[ScoredBatch] = []
     release = ReleaseEvery(model.ops, RELEASE_CELLS)
+    thresholds = None if is_train else link_thresholds(model)
     for batch in batches:
         if is_train:
             outputs.append(GridBatch(batch.segments, batch.logits))
             trained.append(batch)
         else:  # the device goes on with the next batch while this one is copied
-            outputs.append(GridBatch(batch.segments, predicted=HostGrids(batch.logits)))
+            outputs.append(GridBatch(batch.segments, predicted=HostGrids(batch.logits, thresholds)))
             cells = len(batch.segments) * batch.rows.longest**2
             del batch  # its logits are freed before the trim
             release.add(cells)
@@ -141,3 +149,40 @@ def _w2ner_forward(model: Model, docs: List[Doc], is_train: bool):
         return words.backprop([d_words[a:b] for a, b in zip(first_rows[:-1], first_rows[1:])])
 
     return outputs, backprop
+
+
+class GridTrainingStep:
+    """A training step's forward and backward passes, one grid batch at a time.
+
+    Thinc's ``begin_update`` keeps every grid batch's activations until the backward pass, so a
+    step's memory grows with all the cells of its documents (16 abstracts in 256-token windows:
+    two million cells). Here each batch's backward pass runs right after its forward pass and
+    its loss (``backprop_each``), the word vectors' gradient accumulating, so a step's grid
+    memory follows the largest grid batch (``max_grid_cells``, or one segment's cells where a
+    segment is larger), whatever the documents' length. The gradients are those of
+    ``begin_update``'s single backward pass (the same dropout masks, drawn in the same order).
+    """
+
+    def __init__(self, model: Model, docs: Sequence[Doc], regions: Optional[Sequence] = None) -> None:
+        self.model = model
+        self.words, self.segments, self._batches = score_docs(model, docs, True, regions)
+
+    @property
+    def n_cells(self) -> int:
+        """The step's grid cells (each segment's length squared): the loss's normaliser."""
+        return sum(segment.length * segment.length for segment in self.segments)
+
+    def backprop_each(self, gradient_of: Callable[[ScoredBatch], Floats4d]) -> None:
+        """Score each grid batch, take its logits' gradient from ``gradient_of`` and run its
+        backward pass before the next batch is scored; then tok2vec's backward pass. After a
+        float16 overflow in any batch (the grid network's loss scaling) the step is skipped
+        whole: tok2vec gets no gradient, and the grid network's update skips the step."""
+        ops = self.model.ops
+        d_words = ops.alloc2f(*self.words.words.shape)
+        for batch in self._batches:
+            add_unpadded(ops, d_words, batch.backprop(gradient_of(batch)), batch.rows)
+            del batch  # its logits and gradient go before the next batch is scored
+        if grid_overflowed(self.model.get_ref("grid_scorer")):
+            return
+        rows = self.words.first_rows
+        self.words.backprop([d_words[a:b] for a, b in zip(rows[:-1], rows[1:])])

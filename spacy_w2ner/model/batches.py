@@ -6,26 +6,30 @@ each consumer reduces the logits its own way: training keeps them with their bac
 (``predictions.HostGrids``), pictures to every relation's probability
 (``predictions.grid_probabilities``).
 """
-from typing import Iterator, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc
 from thinc.api import Model
 
-from ..grid.segments import batch_by_cells, segment_docs
+from ..grid.segments import Segment, batch_by_cells, segment_docs
 from .padding import all_word_vectors, grid_length_multiple, pad_segments, padding_rows
 from .types import ScoredBatch, WordVectors
 
 
-def score_docs(model: Model, docs: Sequence[Doc], is_train: bool) -> Tuple[WordVectors, Iterator[ScoredBatch]]:
-    """The docs' word vectors (computed now) and their scored batches (scored as consumed)."""
+def score_docs(
+    model: Model, docs: Sequence[Doc], is_train: bool, regions: Optional[Sequence] = None
+) -> Tuple[WordVectors, List[Segment], Iterator[ScoredBatch]]:
+    """The docs' word vectors (computed now), their segments (each doc's sentences, or
+    ``regions`` where given: ``grid.segments.segment_docs``) and their scored batches (scored
+    as consumed)."""
     vectors, backprop = model.get_ref("tok2vec")(docs, is_train)
     words = WordVectors(*all_word_vectors(model.ops, vectors), backprop)
-    return words, _scored_batches(model, docs, words, is_train)
+    segments = segment_docs(docs, model.attrs["max_window"], model.attrs["window_overlap"], regions)
+    return words, segments, _scored_batches(model, segments, words, is_train)
 
 
-def _scored_batches(model: Model, docs: Sequence[Doc], words: WordVectors, is_train: bool) -> Iterator[ScoredBatch]:
+def _scored_batches(model: Model, segments: List[Segment], words: WordVectors, is_train: bool) -> Iterator[ScoredBatch]:
     grid_scorer = model.get_ref("grid_scorer")
-    segments = segment_docs(docs, model.attrs["max_window"], model.attrs["window_overlap"])
     multiple = grid_length_multiple(model.ops)
     for batch in batch_by_cells(segments, model.attrs["max_grid_cells"]):
         rows = padding_rows(batch, words.first_rows, multiple)

@@ -6,6 +6,9 @@ checked here, a bad config fails when the pipeline is created, with the setting 
 """
 from typing import Any, Dict
 
+from ..nn.triplet import MINING
+from .types import TripletSettings
+
 SIZES = ("lstm_size", "dist_emb_size", "region_emb_size", "conv_size", "biaffine_size", "ffnn_size")
 DROPOUTS = ("input_dropout", "conv_dropout", "output_dropout")
 
@@ -29,3 +32,16 @@ def check_positive_int(name: str, value: Any) -> None:
     """ValueError naming the setting unless ``value`` is an int of at least 1 (a bool is not)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def triplet_settings(weight: Any, window: Any, margin: Any, mining: Any) -> TripletSettings:
+    """The triplet loss's settings, checked: ValueError naming the first that cannot work."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
+        raise ValueError(f"triplet_weight must be a number >= 0 (0: no triplet loss), got {weight!r}")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ValueError(f"triplet_window must be an int >= 0 (0: the whole grid), got {window!r}")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or margin <= 0:
+        raise ValueError(f"triplet_margin must be a positive number, got {margin!r}")
+    if mining not in MINING:
+        raise ValueError(f"triplet_mining must be one of {', '.join(MINING)}, got {mining!r}")
+    return TripletSettings(float(weight), window, float(margin), mining)

@@ -53,6 +53,52 @@ class GridBatch:
     predicted: Optional[Any] = None
 
 
+@dataclass(frozen=True)
+class LinkThresholds:
+    """Probabilities at which a cell is read as a link, instead of the arg-max of its relations.
+
+    ``nnw``: a cell above the diagonal is NNW when P(NNW) >= it; ``thw``: a cell on or below it is
+    THW-label, of its most probable label, when P(THW-label) >= it. ``None`` keeps the arg-max
+    there; both ``None`` is the arg-max everywhere (the default). The decision rule:
+    ``predictions.decided_relations``. A dataclass, so a model's ``attrs`` holding it are not
+    saved with its weights: the component's config says what they are.
+    """
+
+    nnw: Optional[float] = None
+    thw: Optional[float] = None
+
+    @property
+    def is_argmax(self) -> bool:
+        return self.nnw is None and self.thw is None
+
+
+@dataclass(frozen=True)
+class TripletSettings:
+    """The grid-level triplet loss's settings (``model.loss.grid_triplet_loss``): its ``weight``
+    beside the cross-entropy (0: off), the ``window`` around each anchor cell (``grid.triplets``),
+    the ``margin`` and the ``mining`` scheme (``nn.triplet``). Checked by
+    ``hyperparameters.triplet_settings``; a dataclass, so not saved with the weights: the config
+    decides."""
+
+    weight: float = 0.0
+    window: int = 25
+    margin: float = 1.0
+    mining: str = "centroid"
+
+    @property
+    def is_on(self) -> bool:
+        return self.weight > 0
+
+
+def check_link_threshold(name: str, value: Any) -> Optional[float]:
+    """``value`` as a float if it can be a link threshold (None, or in (0, 1]); ValueError naming ``name`` if not."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+        raise ValueError(f"{name} must be null (the arg-max) or a probability in (0, 1], got {value!r}")
+    return float(value)
+
+
 def no_backprop(d_outputs):
     """The backprop of a layer called to predict: there is none."""
     raise RuntimeError("spacy_w2ner: a layer called to predict has no backward pass")

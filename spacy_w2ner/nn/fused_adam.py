@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 from thinc.api import Optimizer, PyTorchShim, torch2xp, xp2torch
+from thinc.util import convert_recursive, iterate_recursive
 
 HALF_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 # torch's fused Adam kernel (CPU since torch 2.4): one pass over a tensor's weights, gradient and
@@ -61,7 +62,50 @@ class FusedUpdate:
 
     def begin_update(self, inputs):
         with autocast_dtype(self.half_dtype):
-            return super().begin_update(inputs)
+            if not self._grad_scaler_enabled():
+                return super().begin_update(inputs)
+            return self._begin_scaled_update(inputs)
+
+    def _grad_scaler_enabled(self) -> bool:
+        return bool(getattr(self._grad_scaler, "_enabled", False))
+
+    def _begin_scaled_update(self, inputs):
+        """Thinc's forward and backward under loss scaling, with the parameters' gradients left
+        scaled until ``finish_update``.
+
+        Thinc's backprop unscales every accumulated ``.grad`` of the module after each backward
+        call, so a step that calls it k times (w2ner's grid batches, an encoder's passes)
+        divided the first call's gradients by the scale k times. Here each call unscales only
+        the gradients it returns (its inputs'; zeroed on an overflow, as Thinc does), and the
+        parameters' gradients are unscaled once, in ``finish_update``: k calls give the
+        gradients of one call over the same data. The scaler's ``found_inf`` gathers the
+        overflows of every call of the step, so one overflow skips the whole step and lowers
+        the scale once."""
+        self._model.train()
+        with torch.autocast("cuda", enabled=self._mixed_precision):
+            output = self._model(*inputs.args, **inputs.kwargs)
+
+        def backprop(grads):
+            grads.kwargs["grad_tensors"] = self._grad_scaler.scale(grads.kwargs["grad_tensors"], inplace=True)
+            torch.autograd.backward(*grads.args, **grads.kwargs)
+            returned = [x.grad for x in iterate_recursive(lambda x: hasattr(x, "grad"), inputs) if x.grad is not None]
+            found_inf = self._grad_scaler.unscale(returned) if returned else self._grad_scaler.found_inf
+            grad_get = (lambda x: x.grad.zero_() if x.grad is not None else x.grad) if found_inf else (lambda x: x.grad)
+            return convert_recursive(lambda x: hasattr(x, "grad"), grad_get, inputs)
+
+        return output, backprop
+
+    def unscale_gradients(self) -> bool:
+        """Unscale the parameters' gradients of the step (once; a no-op without loss scaling or
+        when already done) and say whether the step met an overflow (``found_inf``)."""
+        if not self._grad_scaler_enabled():
+            return False
+        if not getattr(self, "_gradients_unscaled", False):
+            grads = [p.grad for p in self._model.parameters() if p.grad is not None]
+            if grads:
+                self._grad_scaler.unscale(grads)
+            self._gradients_unscaled = True
+        return self._grad_scaler.found_inf
 
     def predict(self, inputs):
         with autocast_dtype(self.half_dtype):
@@ -92,6 +136,8 @@ class FusedUpdate:
                     param.copy_(before)
 
     def finish_update(self, optimizer) -> None:
+        self.unscale_gradients()
+        self._gradients_unscaled = False  # the next step's gradients start scaled
         thinc_optimizer, lr_scale = unwrap_optimizer(optimizer)
         if not can_fuse(thinc_optimizer):
             return super().finish_update(optimizer)

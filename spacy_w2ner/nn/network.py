@@ -309,3 +309,30 @@ def _one_direction(lstm: nn.LSTM, vectors: torch.Tensor, suffix: str) -> torch.T
     zeros = vectors.new_zeros(1, vectors.shape[0], lstm.hidden_size)
     output, _, _ = torch.lstm(vectors, (zeros, zeros), weights, True, 1, 0.0, False, False, True)
     return output
+
+
+def saved_bytes_per_cell(network: GridNetwork, input_size: int, sides=(24, 48)) -> float:
+    """The bytes a training forward pass keeps for its backward pass per grid cell, measured on
+    two small random grids (the difference, so the per-word terms cancel) with torch's
+    saved-tensor hooks: the network's own figure whatever its sizes, dtype and device. Read
+    by ``model.training_plan`` to say what a training step's grids will need."""
+    device = next(network.parameters()).device
+    totals = []
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # training's draws unchanged
+        for side in sides:
+            totals.append(_saved_bytes(network, input_size, side, device))
+    return (totals[1] - totals[0]) / (sides[1] ** 2 - sides[0] ** 2)
+
+
+def _saved_bytes(network: GridNetwork, input_size: int, side: int, device) -> int:
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[(storage.data_ptr(), storage.device)] = storage.nbytes()
+        return tensor
+
+    vectors = torch.zeros(1, side, input_size, device=device, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        network(vectors, torch.tensor([side]))
+    return sum(storages.values())

@@ -89,6 +89,9 @@ def _initialized(config_path: Path, config, use_gpu: int):
     with show_validation_error(config_path, hint_fill=False):
         nlp = init_nlp(config, use_gpu=use_gpu)
     msg.good("Initialized pipeline")
+    for name, pipe in nlp.pipeline:
+        if getattr(pipe, "training_plan", None) is not None:
+            msg.info(pipe.training_plan.describe(name))
     msg.divider("Training pipeline")
     return nlp
 

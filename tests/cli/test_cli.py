@@ -248,3 +248,32 @@ def test_document_names_survive_spacy_apply_and_export(tmp_path, trained_nlp):
         "notes/visit1.ann", "visit2.ann"
     ]
     assert "SYM" in (tmp_path / "out" / "visit2.ann").read_text()
+
+
+def test_the_counts_name_entities_the_grid_cannot_hold(tmp_path):
+    """Two entities with the same first and last word and other labels share a THW cell: every
+    command's counts say so (the grid codec's count, given to the formats' summary by the CLI)."""
+    records = [{"sentence": ["New", "York", "City"], "ner": [{"index": [0, 1, 2], "type": "LOC"}, {"index": [0, 2], "type": "ORG"}]}]
+    counts = summary_line(cli("convert", "w2ner-json", write(tmp_path, "c.json", json.dumps(records)), tmp_path))
+    assert counts["thw_conflicts"] == 1
+    assert summary_line(cli("export", "w2ner-json", tmp_path / "c.spacy", tmp_path / "back.json"))["thw_conflicts"] == 1
+
+
+PUBTATOR = "111|t|Aspirin and pain\n111\t0\t7\tAspirin\tChemical\tD001241\n"
+NOT_THE_FORMAT = [  # (format, file name, content, the error line's start)
+    ("pubtator", "tasks.json", '[{"data": {"text": "Aspirin and pain"}}]\n', "tasks.json:1: document "),
+    ("bioc", "abstracts.xml", PUBTATOR, "abstracts.xml:1: not valid XML"),
+    ("label-studio", "c.json", '{"source": "", "documents": []}', "c.json:1: not valid JSON: expected a JSON array of tasks"),
+    ("brat", "note.txt", "Aspirin and pain", "note.ann:1: not a brat annotation file"),
+]
+
+
+@pytest.mark.parametrize("name, file_name, content, error", NOT_THE_FORMAT, ids=[case[0] for case in NOT_THE_FORMAT])
+def test_a_file_that_is_not_the_format_is_one_located_line_and_nothing_written(tmp_path, name, file_name, content, error):
+    path = write(tmp_path / "in", file_name, content)
+    if name == "brat":
+        write(tmp_path / "in", "note.ann", "111|t|Aspirin and pain\n")
+    result = cli("convert", name, path, tmp_path / "out", code=1)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and line[len("error: "):].startswith(str(path.with_name(error.split(":")[0]))) and error in line
+    assert not list((tmp_path / "out").glob("*.spacy"))

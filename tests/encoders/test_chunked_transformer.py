@@ -358,3 +358,93 @@ def test_training_packed_or_in_passes_gives_the_one_padded_pass_gradients(monkey
     for key, gradient in one_pass.items():
         torch.testing.assert_close(in_passes[key], gradient, rtol=1e-4, atol=1e-6, msg=key)
         torch.testing.assert_close(packed[key], gradient, rtol=1e-4, atol=1e-6, msg=key)
+
+
+def test_pack_spans_false_trains_on_padded_spans(monkeypatch):
+    """The config's ``pack_spans = false`` (a GPU's choice, where padding is cheap): no probe,
+    no packed batch, spans padded."""
+    from spacy_w2ner.encoders import transformer
+    from spacy_w2ner.encoders.packing import PackedWordpieces
+
+    config = spacy.util.load_config(CPU_CONFIG, overrides=dict(SMALL_HEAD), interpolate=True)
+    config["components"]["transformer"]["model"]["pack_spans"] = False
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    calls = []
+    real_forward = transformer.pytorch_forward
+    monkeypatch.setattr(transformer, "pytorch_forward", lambda m, X, t: (t and calls.append(X)) or real_forward(m, X, t))
+    nlp.update(examples, sgd=False)
+    encoder = transformer.node_named(nlp.get_pipe("transformer").model, "hf-pytorch")
+    assert encoder.attrs["packs"] is False and calls and not any(isinstance(X, PackedWordpieces) for X in calls)
+
+
+def _long_examples(nlp):
+    data = TRAIN_DATA + [(" ".join(["Long", "sentences", "pad", "the", "short", "ones"] * 9) + " .", [])]
+    return make_examples(nlp, data)
+
+
+def test_a_batch_over_training_pass_wordpieces_is_recomputed_pass_by_pass_with_the_one_pass_gradients(monkeypatch):
+    """Issue 48: a large batch is encoded in passes of at most training_pass_wordpieces without
+    their activations, each recomputed in the backward pass; the gradients of every parameter are
+    one pass's (dropout off: its masks depend on the passes)."""
+    import torch
+
+    from spacy_w2ner.encoders import transformer
+
+    spacy.util.fix_random_seed(0)
+    no_dropout = {"input_dropout": 0.0, "conv_dropout": 0.0, "output_dropout": 0.0}
+    nlp = minilm_nlp(transformer_config={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}, **no_dropout)
+    examples = _long_examples(nlp)
+    nlp.initialize(lambda: examples)
+    encoder = transformer.node_named(nlp.get_pipe("transformer").model, "hf-pytorch")
+    calls = []
+    real_forward = transformer.pytorch_forward
+    monkeypatch.setattr(transformer, "pytorch_forward", lambda m, X, t: (t and calls.append(torch.is_grad_enabled())) or real_forward(m, X, t))
+    encoder.attrs["training_pass_wordpieces"] = 0
+    one_pass = _gradients(nlp, examples)
+    calls.clear()
+    encoder.attrs["training_pass_wordpieces"] = 40
+    recomputed = _gradients(nlp, examples)
+    assert calls.count(False) >= 3 and calls.count(True) == calls.count(False)  # each pass twice: without, then with a graph
+    assert sorted(one_pass) == sorted(recomputed) and len(one_pass) > 50
+    for key, gradient in one_pass.items():
+        torch.testing.assert_close(recomputed[key], gradient, rtol=1e-4, atol=1e-6, msg=key)
+
+
+def test_a_recomputed_pass_draws_its_first_runs_dropout_and_leaves_the_random_state_as_it_was(monkeypatch):
+    import torch
+
+    from spacy_w2ner.encoders import transformer
+
+    spacy.util.fix_random_seed(0)
+    nlp = minilm_nlp()  # dropout on
+    examples = _long_examples(nlp)
+    nlp.initialize(lambda: examples)
+    transformer.node_named(nlp.get_pipe("transformer").model, "hf-pytorch").attrs["training_pass_wordpieces"] = 40
+    outputs, states = {}, []
+    real_forward, real_recomputing = transformer.pytorch_forward, transformer._train_recomputing
+
+    def recording(m, X, t):
+        result = real_forward(m, X, t)
+        if t:
+            outputs.setdefault(id(X), []).append(result[0].last_hidden_state.detach().clone())
+        return result
+
+    def watched(*args):
+        output, backprop = real_recomputing(*args)
+
+        def watched_backprop(d_output):
+            states.append(torch.get_rng_state())
+            result = backprop(d_output)
+            states.append(torch.get_rng_state())
+            return result
+
+        return output, watched_backprop
+
+    monkeypatch.setattr(transformer, "pytorch_forward", recording)
+    monkeypatch.setattr(transformer, "_train_recomputing", watched)
+    nlp.update(examples, sgd=False)
+    twice = [runs for runs in outputs.values() if len(runs) == 2]
+    assert len(twice) >= 3 and all(torch.equal(first, again) for first, again in twice)
+    assert len(states) == 2 and torch.equal(states[0], states[1])

@@ -1,6 +1,6 @@
 """BioC XML and JSON (spacy_w2ner/formats/bioc.py): entities with their ids, discontinuous annotations,
-what cannot be an entity listed, bad input in one located line, and round trips checked with the
-bioc package's own parser."""
+relations kept and written back where they were, what cannot be an entity and what BioC does not have
+listed, bad input in one located line, and round trips checked with the bioc package's own parser."""
 import json
 from pathlib import Path
 
@@ -10,6 +10,7 @@ from bioc import biocjson, biocxml
 
 from spacy_w2ner import get_entities, set_entities
 from spacy_w2ner.formats import BIOC_KEY, FormatError, docs_to_bioc, read_bioc
+from spacy_w2ner.formats.base import RELATIONS_KEY
 from spacy_w2ner.formats.standoff import skipped
 
 from ..conftest import VOCAB, cli, summary_line, write
@@ -46,6 +47,24 @@ def annotations(path):
     return found
 
 
+def contents(path):
+    """{document id: ([annotation], [relation])}, each with where it is (document, passage k or
+    sentence k.j), sorted, as the bioc package reads the file: what a round trip must keep."""
+    with open(path, encoding="utf8") as f:
+        collection = (biocxml if str(path).endswith(".xml") else biocjson).load(f)
+    found = {}
+    for document in collection.documents:
+        places = [("document", document)] + [
+            (place, part) for k, passage in enumerate(document.passages)
+            for place, part in [(f"passage {k}", passage)] + [(f"sentence {k}.{j}", s) for j, s in enumerate(passage.sentences)]
+        ]  # fmt: skip
+        found[document.id] = (
+            sorted((place, a.id, sorted(a.infons.items()), [(loc.offset, loc.length) for loc in a.locations], a.text) for place, part in places for a in part.annotations),
+            sorted((place, str(r.id), sorted(r.infons.items()), [(n.refid, n.role) for n in r.nodes]) for place, part in places for r in part.relations),
+        )  # fmt: skip
+    return found
+
+
 def test_discontinuous_annotation_ids_infons_and_relations(tmp_path):
     path = write(tmp_path, "c.xml", COLLECTION)
     (doc,) = read_bioc(path, VOCAB, tokenizer=spacy.blank("en").tokenizer)
@@ -56,8 +75,11 @@ def test_discontinuous_annotation_ids_infons_and_relations(tmp_path):
         ("ADR", "pain in her knees", False, "T3"),
         ("ADR", "pain in her ankles", True, "T2"),
     ]
-    assert skipped(doc) == [("R1", "relation", "relation same between T2, T3 is not an entity")]
+    assert skipped(doc) == []
+    relation = {"id": "R1", "infons": {"type": "same"}, "nodes": [{"refid": "T2", "role": "a"}, {"refid": "T3", "role": "b"}], "at": [1, None]}
+    assert doc.user_data[RELATIONS_KEY] == {"format": "bioc", "items": [relation]}
     assert doc.user_data[BIOC_KEY]["document"] == {"id": "d1", "infons": {"journal": "J"}}
+    assert [s.text for s in doc.sents] == ["Knee pain\n", TEXT]  # each passage starts a sentence
 
 
 @pytest.mark.parametrize("suffix", [".xml", ".json"])
@@ -66,19 +88,24 @@ def test_round_trip_keeps_ids_infons_locations_and_text(tmp_path, suffix):
     docs = list(read_bioc(source, VOCAB, tokenizer=spacy.blank("en").tokenizer))
     out = docs_to_bioc(docs, tmp_path / f"out{suffix}")
     assert annotations(out) == annotations(source)
+    assert contents(out) == contents(source)  # the relation too, in its passage
     again = list(read_bioc(out, VOCAB, tokenizer=spacy.blank("en").tokenizer))
     assert [d.text for d in again] == [d.text for d in docs]
 
 
 @pytest.mark.parametrize("name", ["everything.xml", "everything.json"])
-def test_the_bioc_package_example_round_trips(tmp_path, name):
-    """Its annotations sit inside words (one character per token in Chinese aligns them), in
-    sentences, at document level and overlapping; its relations are listed, not entities."""
-    docs = list(read_bioc(FIXTURES / name, ZH.vocab, tokenizer=ZH.tokenizer, type_key="annotation-infon-key"))
+@pytest.mark.parametrize("nlp", [ZH, spacy.blank("en")], ids=["zh", "en"])
+def test_the_bioc_package_example_round_trips(tmp_path, name, nlp):
+    """Its annotations sit inside words (one character per token in Chinese aligns them; English
+    tokens are split there), in sentences, at document level and overlapping; its relations, at
+    document, passage and sentence level, are kept and written back where they were."""
+    docs = list(read_bioc(FIXTURES / name, nlp.vocab, tokenizer=nlp.tokenizer, type_key="annotation-infon-key"))
     assert [len(get_entities(d)) for d in docs] == [3, 2]
-    assert [kind for d in docs for _, kind, _ in skipped(d)] == ["relation"] * 3
+    assert [skipped(d) for d in docs] == [[], []]
+    assert [len(d.user_data[RELATIONS_KEY]["items"]) for d in docs] == [2, 1]
+    assert [[s.text for s in d.sents] for d in docs][1] == ["abcdefg", "测试Non-ASCII"]  # its <sentence>s, adjacent
     out = docs_to_bioc(docs, tmp_path / name)
-    assert annotations(out) == annotations(FIXTURES / name)
+    assert contents(out) == contents(FIXTURES / name)
 
 
 def test_doc_per_passage_round_trips(tmp_path):
@@ -90,39 +117,48 @@ def test_doc_per_passage_round_trips(tmp_path):
     assert annotations(out) == annotations(source)
 
 
-def test_a_boundary_inside_a_token_is_listed_or_stops_with_strict(tmp_path):
+def test_a_boundary_inside_a_token_splits_it_or_is_listed_or_stops_with_strict(tmp_path):
     text = COLLECTION.replace('<location offset="0" length="9"/><text>Knee pain', '<location offset="0" length="3"/><text>Kne')
     path = write(tmp_path, "c.xml", text)
-    (doc,) = read_bioc(path, VOCAB, tokenizer=spacy.blank("en").tokenizer)
+    tokenizer = spacy.blank("en").tokenizer
+    (doc,) = read_bioc(path, VOCAB, tokenizer=tokenizer)
+    assert [(e.spans[0].id_, e.text) for e in get_entities(doc)] == [("T1", "Kne"), ("T3", "pain in her knees"), ("T2", "pain in her ankles")]
+    assert [t.text for t in doc[:3]] == ["Kne", "e", "pain"] and doc.user_data["w2ner_tokens_split"] == 1
+    (doc,) = read_bioc(path, VOCAB, tokenizer=tokenizer, split_tokens=False)
     assert [e.spans[0].id_ for e in get_entities(doc)] == ["T3", "T2"]
-    assert skipped(doc)[0][:2] == ("T1", "boundary inside a token")
-    with pytest.raises(FormatError, match=r"c.xml:3: document d1: annotation T1: .* does not start and end on token boundaries"):
-        list(read_bioc(path, VOCAB, tokenizer=spacy.blank("en").tokenizer, strict=True))  # before the relation
+    assert skipped(doc)[0][:2] == ("annotation T1", "boundary inside a token")
+    with pytest.raises(FormatError, match=r"c.xml:5: document d1: annotation T1: .* does not start and end on token boundaries"):
+        list(read_bioc(path, VOCAB, tokenizer=tokenizer, strict=True, split_tokens=False))
 
 
 def test_convert_lists_what_is_not_an_entity_and_export_writes_it_back(tmp_path):
     source = write(tmp_path, "c.xml", COLLECTION)
-    result = cli("convert", "bioc", source, tmp_path / "out")
-    assert "warning: d1: annotation R1: relation same between T2, T3 is not an entity" in result.stderr
-    assert summary_line(result)["ignored_annotations"] == {"relation": 1}
-    assert summary_line(result)["discontinuous"] == 1
-    result = cli("export", "bioc", tmp_path / "out" / "c.spacy", tmp_path / "back.json")
-    assert annotations(tmp_path / "back.json") == annotations(source)
-    cli("convert", "bioc", source, tmp_path / "out", "--strict", code=1)
+    listed = source.with_name("listed.xml")
+    listed.write_text(COLLECTION.replace('offset="40" length="6"/><text>pain in her ankles', 'offset="40" length="6"/><text>pain in her knees'), encoding="utf8")
+    result = cli("convert", "bioc", listed, tmp_path / "out")
+    assert "warning: d1: annotation T2: (ADR) its text 'pain in her knees' differs from the text at its offsets 'pain in her ankles'" in result.stderr
+    counts = summary_line(result)
+    assert (counts["ignored_annotations"], counts["relations"], counts["entities"]) == ({"text differs from its offsets": 1}, 1, 2)
+    cli("convert", "bioc", listed, tmp_path / "out", "--strict", code=1)
+    # the relation refers to the annotation that was no entity: export leaves it out and says so
+    result = cli("export", "bioc", tmp_path / "out" / "listed.spacy", tmp_path / "back.xml")
+    assert "warning: document d1: relation R1 refers to T2, not written as an annotation; left out" in result.stderr
+    assert contents(tmp_path / "back.xml")["d1"][1] == []
+    counts = summary_line(cli("convert", "bioc", source, tmp_path / "out"))
+    assert (counts["discontinuous"], counts["relations"], counts["sentences"]) == (1, 1, 2)
+    cli("export", "bioc", tmp_path / "out" / "c.spacy", tmp_path / "back.json")
+    assert contents(tmp_path / "back.json") == contents(source)
 
 
 BAD = {
     "not XML": ("c.xml", COLLECTION.replace("</passage></document>", "</document>"), r"c.xml:\d+: not valid XML"),
-    "past its passage": ("c.xml", COLLECTION.replace('offset="40" length="6"', 'offset="40" length="9"'),
-                         r"c.xml:8: document d1: annotation T2: location 40\+9 runs past the end of its passage \(47\)"),
-    "beyond the text": ("c.xml", COLLECTION.replace('offset="40" length="6"', 'offset="90" length="6"'),
-                        r"c.xml:8: document d1: annotation T2: location 90\+6 is beyond the document's text, which ends at 47"),
-    "duplicate annotation id": ("c.xml", COLLECTION.replace('annotation id="T3"', 'annotation id="T1"'),
-                                r"c.xml:9: document d1: annotation T1: the id is already the id of another annotation of the document \(line 5\)"),
+    "not BioC": ("c.xml", "<?xml version='1.0'?>\n<html><body>Knee pain</body></html>", r"c.xml:2: not a BioC collection \(the root element is <html>\)"),
+    "a relation to a repeated id": ("c.xml", COLLECTION.replace('annotation id="T3"', 'annotation id="T2"'),
+                                    r"c.xml:10: document d1: relation R1: it refers to T2, the id of the annotations on lines 8, 9; the id must be unique"),
     "duplicate document id": ("c.xml", COLLECTION.replace("</collection>", "<document><id>d1</id></document></collection>"),
                               r"c.xml:12: document d1: the id is already the id of the document on line 3"),
-    "unknown infon key": ("c.xml", COLLECTION.replace('<infon key="type">ADR</infon><location offset="18" length="17"/>', '<location offset="18" length="17"/>'),
-                          r"c.xml:9: document d1: annotation T3: no infon 'type' .*--type-key"),
+    "unknown infon key": ("c.xml", COLLECTION.replace('<infon key="type">ADR</infon>', ""),
+                          r"c.xml:5: document d1: annotation T1: no infon 'type' .*--type-key"),
     "overlapping passages": ("c.xml", COLLECTION.replace("<offset>10</offset>", "<offset>5</offset>"),
                              r"c.xml:7: document d1: passage 1: text at offset 5 starts before the end of the text before it \(9\)"),
     "not JSON": ("c.json", '{"source": "s", "documents": [\n{"id": "1", "passages": []},\n{"id": 2,,}]}', r"c.json:3: not valid JSON"),
@@ -168,3 +204,70 @@ def test_docs_from_plain_text_become_one_passage_documents(tmp_path):
     docs_to_bioc([doc], tmp_path / "p.xml")
     found = annotations(tmp_path / "p.xml")
     assert found == {"doc0": {"e0": ({"type": "DRUG", "score": "0.8750"}, [(0, 7)], "Aspirin")}}
+
+
+LISTED = {  # well-formed BioC with a part the reader cannot use: listed with its line, the rest converts
+    "past its passage": (COLLECTION.replace('offset="40" length="6"', 'offset="40" length="9"'),
+                         ["annotation T2", "outside its passage", "(ADR) location 40+9 is outside its passage (10-47)"]),
+    "beyond the text": (COLLECTION.replace('offset="40" length="6"', 'offset="90" length="6"'),
+                        ["annotation T2", "outside its passage", "(ADR) location 90+6 is outside its passage (10-47)"]),
+    "no type infon": (COLLECTION.replace('<infon key="type">ADR</infon><location offset="18" length="17"/>', '<location offset="18" length="17"/>'),
+                      ["annotation T3", "no type", "no infon 'type' for its type (its infons: none); give the infon key with --type-key"]),
+    "an element BioC does not have": (COLLECTION.replace("<passage><infon key=\"type\">abstract", "<passage><note>x</note><infon key=\"type\">abstract"),
+                                      ["c.xml:7", "unknown line or element", "document d1: <note> in <passage> is not BioC; passed over"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(LISTED))
+def test_what_cannot_be_read_is_listed_counted_and_stops_only_with_strict(tmp_path, case):
+    text, listed = LISTED[case]
+    path = write(tmp_path, "c.xml", text)
+    (doc,) = read_bioc(path, VOCAB, tokenizer=spacy.blank("en").tokenizer)
+    (what, kind, why), = skipped(doc)
+    assert [what.replace(str(tmp_path) + "/", ""), kind, why] == listed
+    assert len(get_entities(doc)) == 3 - (kind != "unknown line or element")
+    with pytest.raises(FormatError, match="--strict"):
+        list(read_bioc(path, VOCAB, tokenizer=spacy.blank("en").tokenizer, strict=True))
+
+
+def test_repeated_annotation_ids_are_kept_where_no_relation_refers_to_them(tmp_path):
+    source = write(tmp_path, "c.xml", COLLECTION.replace('annotation id="T3"', 'annotation id="T1"'))
+    (doc,) = read_bioc(source, VOCAB, tokenizer=spacy.blank("en").tokenizer)
+    assert [e.spans[0].id_ for e in get_entities(doc)] == ["T1", "T1#2", "T2"]
+    out = docs_to_bioc([doc], tmp_path / "out.xml")
+    assert contents(out) == contents(source)
+
+
+def sentence_collection(abstract: str, annotations: str) -> str:
+    return (
+        "<collection><source/><date/><key/><document><id>s1</id>"
+        "<passage><offset>0</offset><text>Knee pain</text></passage>"
+        f"<passage><offset>10</offset>{abstract}{annotations}</passage></document></collection>"
+    )
+
+
+def test_sentences_from_the_file_else_the_sentencizer_never_inside_an_entity(tmp_path):
+    abstract = "".join(f"<sentence><offset>{offset}</offset><text>{text}</text></sentence>" for offset, text in ((10, "She had pain."), (24, "In her knees."), (38, "And ankles.")))
+    crossing = '<annotation id="A"><infon key="type">ADR</infon><location offset="18" length="18"/><text>pain. In her knees</text></annotation>'
+    path = write(tmp_path, "s.xml", sentence_collection(abstract, crossing))
+    for sentencizer in (True, False):  # the file's <sentence>s either way; passages start sentences
+        (doc,) = read_bioc(path, VOCAB, tokenizer=spacy.blank("en").tokenizer, sentencizer=sentencizer)
+        assert doc.text == "Knee pain\nShe had pain.\nIn her knees.\nAnd ankles."
+        assert [s.text.strip() for s in doc.sents] == ["Knee pain", "She had pain.\nIn her knees.", "And ankles."]
+        assert doc.user_data["w2ner_sentences_joined"] == 1 and len(get_entities(doc)) == 1
+    plain = write(tmp_path, "p.xml", sentence_collection("<text>She had pain. In her knees. And ankles.</text>", crossing.replace("pain. In", "pain.  In")))
+    (doc,) = read_bioc(plain, VOCAB, tokenizer=spacy.blank("en").tokenizer)
+    assert [s.text.strip() for s in doc.sents] == ["Knee pain", "She had pain. In her knees.", "And ankles."]
+    assert doc.user_data["w2ner_sentences_joined"] == 1
+    (doc,) = read_bioc(plain, VOCAB, tokenizer=spacy.blank("en").tokenizer, sentencizer=False)
+    assert not doc.has_annotation("SENT_START")  # neither sentences in the file nor the sentencizer
+    counts = summary_line(cli("convert", "bioc", plain, tmp_path / "out"))
+    assert (counts["sentences"], counts["sentences_joined_for_entities"]) == (3, 1)
+    assert "sentences" not in summary_line(cli("convert", "bioc", plain, tmp_path / "out", "--no-sentencizer"))
+
+
+def test_an_annotation_without_text_comes_back_without_text(tmp_path):
+    source = write(tmp_path, "c.xml", COLLECTION.replace("<text>pain in her knees</text>", ""))
+    docs = list(read_bioc(source, VOCAB, tokenizer=spacy.blank("en").tokenizer))
+    assert len(get_entities(docs[0])) == 3
+    assert contents(docs_to_bioc(docs, tmp_path / "out.xml")) == contents(source)

@@ -40,8 +40,9 @@ def test_the_stream_writes_what_docbin_writes(tmp_path, count):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.spacy", "s.spacy"]  # the spool is gone
 
 
-def test_docs_read_one_at_a_time_are_docbins_docs(tmp_path):
-    DocBin(store_user_data=True, docs=docs()).to_disk(tmp_path / "d.spacy")
+@pytest.mark.parametrize("store_user_data", [True, False])  # False: spaCy's default, no user_data in the file
+def test_docs_read_one_at_a_time_are_docbins_docs(tmp_path, store_user_data):
+    DocBin(store_user_data=store_user_data, docs=docs()).to_disk(tmp_path / "d.spacy")
     expected = list(DocBin().from_disk(tmp_path / "d.spacy").get_docs(spacy.blank("en").vocab))
     with DocBinFile(tmp_path / "d.spacy") as source:
         assert len(source) == 3

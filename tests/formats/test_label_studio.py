@@ -90,11 +90,13 @@ def test_tasks_without_annotations_are_counted_not_converted(tmp_path):
     [
         ([{"id": 4, "data": {"text": TEXT}, "annotations": [{"result": [region("a", 8, 19), relation("a", "zz")]}]}],
          r"export.json:2: task 4: a relation from a to zz points to region zz, which is not in the annotation"),
-        ([{"id": 5, "data": {"txt": TEXT}, "annotations": []}], r"export.json:2: task 5: no text under data.text"),
+        ([{"id": 5, "data": {"txt": TEXT, "site": "forum"}, "annotations": []}],
+         r"export.json:2: task 5: no text under data.text \(the data's strings: txt, site\); name its key with --text-key"),
+        ([{"id": 7, "text": 3}], r"export.json:2: task 7: a task is an object with 'data' \(JSON export\) or with its text \(JSON-MIN export\)"),
         ([{"id": 6, "data": {"text": "short"}, "annotations": [{"result": [region("a", 0, 99)]}]}],
          r"export.json:2: task 6: offset 99 is not within the text of 5 characters"),
-        ([{"id": 8, "data": {"text": "short"}, "annotations": [{"result": [region("a", 0, 5), region("a", 0, 2)]}]}],
-         r"export.json:2: task 8: region a is in the annotation twice"),
+        ([{"id": 8, "data": {"text": "short"}, "annotations": [{"result": [region("a", 0, 5), region("a", 0, 2), region("b", 3, 5), relation("a", "b")]}]}],
+         r"export.json:2: task 8: a relation from a to b refers to region a, the id of 2 regions; region ids must be unique"),
     ],
 )  # fmt: skip
 def test_bad_exports_name_file_line_and_task(tmp_path, tasks, message):
@@ -131,3 +133,77 @@ def test_a_label_studio_export_round_trips(tmp_path):
     docs_to_label_studio(docs, tmp_path / "tasks.json")
     again = list(read_label_studio(tmp_path / "tasks.json", VOCAB, tokenizer=TOKENIZER, use="predictions"))
     assert [[(e.label, e.tokens) for e in get_entities(d)] for d in again] == [[(e.label, e.tokens) for e in get_entities(d)] for d in docs]
+
+
+def annotation(annotation_id, annotator, when, result, **more):
+    return {"id": annotation_id, "completed_by": annotator, "updated_at": when, "result": result, **more}
+
+
+SEVERAL = [{"id": 9, "data": {"text": "Aspirin helped with knee pain ."}, "annotations": [
+    annotation(31, 1, "2024-05-02T10:00:00Z", [region("x", 0, 7, "DRUG")]),
+    annotation(32, {"id": 2, "email": "b@example.org"}, "2024-05-03T09:00:00Z", [region("x", 0, 7, "DRUG"), region("y", 20, 29, "ADR")]),
+    annotation(33, 3, "2024-05-04T09:00:00Z", [], was_cancelled=True),
+], "predictions": [{"model_version": "m", "result": [region("p", 25, 29, "ADR")]}], "drafts": []}]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "choice, expected, not_read",
+    [
+        ("latest", [("9", 32, [("DRUG", "Aspirin"), ("ADR", "knee pain")])], {"annotations not chosen (--annotations latest)": 1}),
+        ("first", [("9", 31, [("DRUG", "Aspirin")])], {"annotations not chosen (--annotations first)": 1}),
+        ("all", [("9-31", 31, [("DRUG", "Aspirin")]), ("9-32", 32, [("DRUG", "Aspirin"), ("ADR", "knee pain")])], {}),
+    ],
+)
+def test_several_annotators_latest_first_or_all(tmp_path, choice, expected, not_read):
+    path = export(tmp_path, SEVERAL)
+    docs = list(read_label_studio(path, VOCAB, tokenizer=TOKENIZER, annotations=choice))
+    found = [(d.user_data["w2ner_name"], d.user_data["w2ner_label_studio"]["annotation"], [(e.label, e.text) for e in get_entities(d)]) for d in docs]
+    assert found == expected
+    assert docs[-1].user_data["w2ner_label_studio"]["annotator"] == ({"id": 2, "email": "b@example.org"} if choice != "first" else 1)
+    counts = summary_line(cli("convert", "label-studio", path, tmp_path / "out", "--annotations", choice))
+    assert counts["documents"] == len(expected)
+    assert counts["not_read"] == {**not_read, "cancelled annotations": 1, "predictions (--use annotations)": 1}
+
+
+def test_repeated_region_ids_are_kept_where_no_relation_refers_to_them(tmp_path):
+    """Scripts that make imports often give every region the id 0."""
+    path = export(tmp_path, [{"id": 1, "data": {"text": TEXT}, "annotations": [{"result": [region("0", 8, 12, text="pain"), region("0", 20, 25, "BODY", "knees")]}]}])
+    (doc,) = read_label_studio(path, VOCAB, tokenizer=TOKENIZER)
+    assert [(e.label, e.text, e.spans[0].id_) for e in get_entities(doc)] == [("ADR", "pain", "0"), ("BODY", "knees", "0#1")]
+    docs_to_label_studio([doc], tmp_path / "tasks.json")
+    (task,) = json.loads((tmp_path / "tasks.json").read_text(encoding="utf8"))
+    assert [(r["id"], r["value"]["start"]) for r in task["predictions"][0]["result"]] == [("0", 8), ("0-1", 20)]
+
+
+def test_results_of_other_types_and_regions_with_spaces_at_their_edges(tmp_path):
+    results = [
+        region("a", 7, 13, text="pain "),  # a selection that took the space after the word, and the one before
+        {"id": "img", "type": "rectanglelabels", "from_name": "box", "to_name": "image", "value": {"x": 1, "y": 2, "rectanglelabels": ["Cat"]}},
+        {"id": "para", "type": "labels", "from_name": "label", "to_name": "dialogue", "value": {"labels": ["ADR"], "start": "/p[1]", "startOffset": 0}},
+        {"id": "t", "type": "textarea", "from_name": "note", "to_name": "text", "value": {"text": ["severe"]}},
+        dict(region("h", 0, 4, "ADR", "Pain"), to_name="title"),  # a region of the task's other text
+    ]
+    path = export(tmp_path, [{"id": 1, "data": {"text": TEXT, "title": "Pain"}, "annotations": [{"result": results}]}])
+    (doc,) = read_label_studio(path, VOCAB, tokenizer=TOKENIZER)
+    assert [(e.label, e.text) for e in get_entities(doc)] == [("ADR", "pain")]
+    assert [(what, kind) for what, kind, _ in skipped(doc)] == [(f"result {k}", "not a labels region") for k in ("img", "para", "t", "h")]
+    assert skipped(doc)[-1][2] == "a labels result of title, not of the text is not an entity"
+    docs_to_label_studio([doc], tmp_path / "tasks.json")
+    (task,) = json.loads((tmp_path / "tasks.json").read_text(encoding="utf8"))
+    assert task["predictions"][0]["result"][0]["value"] == {"start": 7, "end": 13, "text": " pain ", "labels": ["ADR"]}
+
+
+def test_json_min_exports_other_text_keys_and_python_offsets(tmp_path):
+    """What else writes Label Studio tasks: its JSON-MIN export, data whose text is not under
+    'text', and a script's import whose offsets count Python characters, not UTF-16 units."""
+    rows = [
+        {"id": 1, "content": TEXT, "label": [{"start": 8, "end": 12, "text": "pain", "labels": ["ADR"]}], "annotator": 4, "annotation_id": 7, "lead_time": 2.5},
+        {"id": 2, "content": "Nothing here ."},
+    ]  # fmt: skip
+    docs = list(read_label_studio(export(tmp_path, rows), VOCAB, tokenizer=TOKENIZER))
+    assert [(e.label, e.text) for e in get_entities(docs[0])] == [("ADR", "pain")]
+    assert docs[0].user_data["w2ner_label_studio"]["annotator"] == 4 and docs[0].user_data["w2ner_label_studio"]["text_key"] == "content"
+    assert docs[1].user_data["w2ner_not_a_document"] == "task without annotations"
+    python = [{"id": 3, "data": {"text": TEXT}, "annotations": [{"result": [region("t", 39, 44, "TIME", "today")]}]}]  # 40-45 in UTF-16
+    (doc,) = read_label_studio(export(tmp_path, python), VOCAB, tokenizer=TOKENIZER)
+    assert [(e.label, e.text) for e in get_entities(doc)] == [("TIME", "today")]

@@ -41,6 +41,47 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def server_command(port: int):
+    """How the test starts Label Studio: bound to 127.0.0.1 (its --internal-host), never every interface."""
+    return [
+        str(VENV / "bin" / "label-studio"), "start", "--internal-host", "127.0.0.1", "--host", f"http://127.0.0.1:{port}", "--port", str(port),
+        "--no-browser", "--username", "w2ner@example.com", "--password", "w2ner-test-password", "--user-token", TOKEN,
+        "--enable-legacy-api-token",
+    ]  # fmt: skip
+
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+# python3 -m venv DIR: a venv whose pip 'installs' a label-studio that, run at all, records it and serves forever
+mkdir -p "$3/bin"
+cat > "$3/bin/pip" <<'PIP'
+#!/usr/bin/env bash
+here="$(dirname "$0")"
+if [ "$1" = install ]; then printf '#!/usr/bin/env bash\\ntouch "%s/started"; sleep 600\\n' "$here" > "$here/label-studio"; chmod +x "$here/label-studio"; fi
+if [ "$1" = show ]; then printf 'Name: label-studio\\nVersion: 1.23.2\\nSummary: x\\n'; fi
+PIP
+chmod +x "$3/bin/pip"
+"""
+
+
+def test_the_install_script_checks_the_install_without_starting_a_server(tmp_path):
+    """scripts/label_studio_venv.sh returns (label-studio --version used to start a server on
+    0.0.0.0:8080 and never return), printing the version pip installed."""
+    import shutil
+
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "label_studio_venv.sh", tmp_path / "scripts")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python3").write_text(FAKE_PYTHON)
+    (tmp_path / "bin" / "python3").chmod(0o755)
+    environment = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(tmp_path / "scripts" / "label_studio_venv.sh")], env=environment, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["Name: label-studio", "Version: 1.23.2"]
+    assert (tmp_path / ".venv-label-studio" / "bin" / "label-studio").exists()
+    assert not (tmp_path / ".venv-label-studio" / "bin" / "started").exists()
+    assert server_command(8080)[2:4] == ["--internal-host", "127.0.0.1"]
+
+
 @pytest.fixture
 def label_studio(tmp_path):
     """The URL of a fresh Label Studio on 127.0.0.1, stopped after the test."""
@@ -48,11 +89,7 @@ def label_studio(tmp_path):
         pytest.skip(f"no Label Studio at {VENV} (scripts/label_studio_venv.sh installs it)")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [
-        str(VENV / "bin" / "label-studio"), "start", "--internal-host", "127.0.0.1", "--host", url, "--port", str(port),
-        "--no-browser", "--username", "w2ner@example.com", "--password", "w2ner-test-password", "--user-token", TOKEN,
-        "--enable-legacy-api-token",
-    ]  # fmt: skip
+    command = server_command(port)
     environment = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(tmp_path / "ls-data")}
     log = open(tmp_path / "label-studio.log", "w")
     server = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -61,7 +98,7 @@ def label_studio(tmp_path):
         while True:
             assert server.poll() is None, (tmp_path / "label-studio.log").read_text()[-3000:]
             try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5):
+                with urllib.request.urlopen(f"{url}/health", timeout=60):
                     break
             except OSError:
                 if time.monotonic() > deadline:

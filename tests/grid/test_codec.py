@@ -442,3 +442,42 @@ def test_gold_cells_are_the_grid_encode_grid_writes():
     assert gold_cells([Entity(0, (A, 7))]).relations == {(A, 7): NNW, (7, A): THW_OFFSET}  # no length, no bound
     with pytest.raises(ValueError, match="outside a grid of 5 words"):
         gold_cells([Entity(0, (A, 7))], 5)
+
+
+# ---------------------------------------------------------------------------
+# One entity per THW cell (best_path_only)
+
+
+def test_best_path_only_keeps_the_stronger_of_two_paths_to_one_tail():
+    # "pain in her knees": the contiguous path A B C D, and a spurious skip link A -> D.
+    grid, _ = encode([(0, (A, B, C, D)), (0, (A, D))], 5)
+    conf = np.full((5, 5), 0.9)
+    conf[A, D] = 0.6
+    assert decoded_set(decode_grid(grid, conf)) == {(0, (A, B, C, D)), (0, (A, D))}
+    best = decode_grid(grid, conf, best_path_only=True).entities
+    assert [(e.label, e.tokens, e.score) for e in best] == [(0, (A, B, C, D), 0.9)]
+    conf[B, C] = 0.5  # now the contiguous path is the weaker
+    assert [e.tokens for e in decode_grid(grid, conf, best_path_only=True).entities] == [(A, D)]
+
+
+def test_best_path_only_keeps_entities_of_other_thw_cells_and_the_first_of_equals():
+    # The paper's overlapping case: "pain in her knees and ankles", two tails.
+    grid, _ = encode([(0, (A, B, C)), (0, (A, B, E)), (1, (D,))], 5)
+    assert decoded_set(decode_grid(grid, best_path_only=True)) == decoded_set(decode_grid(grid))
+    grid[A, C] = NNW  # a second path A -> C, as strong (scores all 1.0): the first in order stays
+    assert [e.tokens for e in decode_grid(grid, best_path_only=True).entities if e.tokens[-1] == C] == [(A, B, C)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_grids(), st.integers(0, 2**16))
+def test_best_path_only_is_the_best_scored_entity_of_each_cell(grid, seed):
+    conf = np.random.default_rng(seed).random(grid.shape)
+    every = decode_grid(grid, conf, max_paths_per_edge=10_000).entities
+    best = decode_grid(grid, conf, max_paths_per_edge=10_000, best_path_only=True).entities
+    by_cell = {}
+    for entity in every:
+        by_cell.setdefault((entity.label, entity.tokens[0], entity.tokens[-1]), []).append(entity)
+    assert len(best) == len(by_cell)
+    for entity in best:
+        candidates = by_cell[(entity.label, entity.tokens[0], entity.tokens[-1])]
+        assert entity in candidates and entity.score == max(c.score for c in candidates)

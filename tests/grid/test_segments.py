@@ -285,3 +285,44 @@ def test_decode_segments_keeps_the_higher_score_and_doc_order():
     found, _ = decode_segments([(segment, relations, low), (segment, relations, confidences)], 2, 64)
     assert found[0] == [] and found[1] == [Entity(0, (0, 2))]
     assert found[1][0].score == pytest.approx(0.9)
+
+
+# ---------------------------------------------------------------- training regions (issue 48)
+
+
+def _entity(*tokens):
+    from spacy_w2ner.entities import Entity
+
+    return Entity(label=0, tokens=tuple(tokens))
+
+
+def test_regions_an_entity_crosses_are_joined_and_counted():
+    from spacy_w2ner.grid.segments import regions_joined_for
+
+    regions = [(0, 4), (4, 7), (7, 10), (10, 12)]
+    joined, removed = regions_joined_for(regions, [_entity(2, 3, 8)])  # crosses two boundaries
+    assert joined == [(0, 10), (10, 12)] and removed == 2
+    assert regions_joined_for(regions, [_entity(4, 5, 6), _entity(10, 11)]) == (regions, 0)
+    assert regions_joined_for([(0, 5)], [_entity(0, 4)]) == ([(0, 5)], 0)
+
+
+def test_training_regions_map_the_gold_sentences_onto_the_predicted_tokens():
+    """The predicted Doc is tokenized from the text ("C." one token there, two in the gold Doc):
+    a gold boundary inside a predicted token is left out; the others are kept by offset."""
+    import spacy
+    from spacy.tokens import Doc
+    from spacy.training import Example
+
+    from spacy_w2ner.grid.targets import training_regions
+
+    vocab = spacy.blank("en").vocab
+    gold = Doc(vocab, words=["hepatitis", "C", ".", "No", "fever", "."], spaces=[True, False, True, True, False, False],
+               sent_starts=[True, False, True, True, False, False])
+    predicted = Doc(vocab, words=["hepatitis", "C.", "No", "fever", "."], spaces=[True, True, True, False, False])
+    regions, joined = training_regions(Example(predicted, gold), [])
+    assert regions == [(0, 2), (2, 5)] and joined == 0
+    regions, joined = training_regions(Example(predicted, gold), [_entity(1, 2, 3)])
+    assert regions == [(0, 5)] and joined == 1
+    own = Doc(vocab, words=["a", "b", "c", "d"], sent_starts=[True, False, False, False])  # its own: one sentence
+    split = Doc(vocab, words=["a", "b", "c", "d"], sent_starts=[True, False, True, False])
+    assert training_regions(Example(own, split), [])[0] == [(0, 4)]

@@ -285,7 +285,9 @@ def test_decoder_cap_warns_once_with_a_running_count(trained_nlp, monkeypatch):
     assert len(get_entities(docs[0])) == 3
 
 
-def test_gold_across_sentences_warns():
+def test_gold_across_sentences_joins_them_for_training():
+    """An entity across a sentence boundary is trained whole: the two sentences become one grid
+    (counted and warned about once), never an unlearnable entity."""
     nlp = spacy.blank("en")
     nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
     words = "pain in knees . and ankles".split()
@@ -298,8 +300,10 @@ def test_gold_across_sentences_warns():
     set_entities(reference, [("SYM", (0, 1, 5), None)])
     example = Example(predicted, reference)
     optimizer = nlp.initialize(lambda: [example])
-    with pytest.warns(UserWarning, match="cross a sentence boundary"):
+    with pytest.warns(UserWarning, match="sentence boundaries fell inside gold entities"):
         nlp.update([example], sgd=optimizer)
+    counts = nlp.get_pipe("w2ner").warning_counts
+    assert counts["joined_sentences"] == 1 and counts["unlearnable"] == 0
 
 
 def test_learn_rate_scale_applies_to_grid_network_only():

@@ -165,3 +165,10 @@ def test_a_run_ending_between_evaluations_evaluates_its_final_weights_also_when_
     for model in ("model-last", "model-best"):
         assert differing(weights(whole / model), weights(killed / model)) == [], model
     assert json.loads((killed / "run.json").read_text())["best_step"] == record["best_step"]
+
+
+def test_train_says_what_training_will_grid_after_initializing(uninterrupted):
+    said = " ".join(uninterrupted.with_suffix(".log").read_text().split())  # wasabi wraps the line
+    plan = said.index("w2ner: ")
+    assert said.index("Initialized pipeline") < plan < said.index("Training pipeline")
+    assert "training documents" in said[plan:] and "grid batches up to" in said[plan:]
