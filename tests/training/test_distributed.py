@@ -104,6 +104,38 @@ def test_the_shares_gradients_add_up_to_the_whole_batchs(corpus):
     assert w2ner.loss_denominator(batch) == sum(w2ner.loss_denominator(share(batch, r, 3)) for r in range(3))
 
 
+def test_the_loss_denominator_counts_the_grids_training_makes_of_documents():
+    """Documents train per gold sentence (the predicted Doc has none), sentences an entity
+    crosses joined: the denominator counts those grids' cells, as update divides by them."""
+    import spacy
+    from spacy.tokens import Doc as SpacyDoc
+    from spacy.training import Example as SpacyExample
+
+    from spacy_w2ner import set_entities
+
+    from ..conftest import SMALL_W2NER_CONFIG
+
+    nlp = spacy.blank("en")
+    w2ner = nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    words = "She had pain in her knees . It hurts .".split()
+    starts = [i in (0, 7) for i in range(len(words))]
+    examples = []
+    for entity in [(2, 3, 4, 5), (5, 6, 7)]:  # in the first sentence; across both
+        reference = SpacyDoc(nlp.vocab, words=words, sent_starts=starts)
+        set_entities(reference, [("SYM", entity, None)])
+        examples.append(SpacyExample(SpacyDoc(nlp.vocab, words=words), reference))
+    nlp.initialize(lambda: examples)
+    assert w2ner.loss_denominator(examples[:1]) == 7 * 7 + 3 * 3
+    assert w2ner.loss_denominator(examples[1:]) == 10 * 10
+    fix_random_seed(0)  # the grid network's dropout
+    given = w2ner.update(examples, sgd=None, losses={}, loss_denominator=w2ner.loss_denominator(examples))
+    fix_random_seed(0)
+    assert given["w2ner"] == w2ner.update(examples, sgd=None, losses={})["w2ner"]
+    fix_random_seed(0)
+    halved = w2ner.update(examples, sgd=None, losses={}, loss_denominator=2 * w2ner.loss_denominator(examples))
+    assert halved["w2ner"] == pytest.approx(given["w2ner"] / 2)
+
+
 def test_a_resume_with_another_number_of_processes_is_refused_naming_both(tmp_path):
     (tmp_path / TRAINER).write_text(json.dumps({"world_size": 2}))
     checkpoint = Checkpoint(tmp_path)
