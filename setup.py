@@ -33,8 +33,9 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6", "build", "httpx>=0.27", "playwright>=1.40"],
         # Serving over HTTP on this machine (python -m spacy_w2ner serve).
         "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
-        # Annotation and serving across processes and machines (--engine ray): Ray Data, Ray Serve.
-        "ray": ["ray[data,serve]>=2.60,<3"],
+        # Annotation, serving and training across processes and machines (--engine ray, train
+        # --ray-workers): Ray Data, Ray Serve, Ray Train.
+        "ray": ["ray[data,serve,train]>=2.60,<3"],
         # BioC XML and JSON (convert/export bioc, annotate --output-format bioc).
         "bioc": ["bioc>=2.1,<3"],
         # The documentation site (mkdocs build --strict) and its examples' tests.

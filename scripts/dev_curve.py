@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from spacy_w2ner.nn.int8 import cpu_features
-from spacy_w2ner.training.checkpoints import checkpoints
-from spacy_w2ner.training.loop import TRAINER_STATE
+from spacy_w2ner.training.checkpoints import TRAINER, checkpoints
 
 SCORES = {"f": "w2ner_f", "p": "w2ner_p", "r": "w2ner_r",
           "discontinuous_f": "w2ner_discontinuous_f", "overlapping_f": "w2ner_overlapping_f"}  # fmt: skip
@@ -36,7 +35,7 @@ def logged_evaluations(run_dir: Path) -> List[dict]:
     found = checkpoints(run_dir)
     if not found:
         raise SystemExit(f"{run_dir} has no checkpoints: is it a `python -m spacy_w2ner train` run?")
-    trainer = found[0].read_json(TRAINER_STATE)
+    trainer = found[0].read_json(TRAINER)
     rows = [dict(step=step, **percentages(scores)) for _, step, scores in trainer["evaluations"] if step > 0]
     last = run_dir / "model-last" / "meta.json"
     record = json.loads((run_dir / "run.json").read_text(encoding="utf8"))

@@ -28,7 +28,7 @@ from .entities import (
     without_edge_whitespace,
 )
 from .grid.codec import n_relations
-from .grid.segments import SegmentGrid, decode_segments
+from .grid.segments import SegmentGrid, decode_segments, segment_docs
 from .grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
 from .memory import ReleaseEvery, ReleasingPipe, available_memory_bytes
 from .model.architecture import GridTrainingStep
@@ -314,10 +314,14 @@ class W2NER(ReleasingPipe, TrainablePipe):
         drop: float = 0.0,
         sgd: Optional[Optimizer] = None,
         losses: Optional[Dict[str, float]] = None,
+        loss_denominator: Optional[int] = None,
     ) -> Dict[str, float]:
         """One training step, the grid network's forward and backward passes one grid batch at a
         time (``model.architecture.GridTrainingStep``): memory follows ``max_grid_cells``, not the
-        documents' length. Grids follow the gold Doc's sentences (``grid.targets.training_regions``)."""
+        documents' length. Grids follow the gold Doc's sentences (``grid.targets.training_regions``).
+        ``loss_denominator``: what the loss is divided by when these examples are one process's
+        share of a batch (data-parallel training gives each process the whole batch's
+        ``loss_denominator(examples)``, so the processes' gradients add up to one process's)."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
@@ -330,7 +334,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         gold, regions = self._gold_and_regions(examples)
         step = GridTrainingStep(self.model, docs, regions)
         self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, step.segments))
-        n_cells, totals = max(step.n_cells, 1), {"loss": 0.0, "triplet": 0.0, "conflicts": 0}
+        n_cells, totals = loss_denominator or _cells(step.segments), {"loss": 0.0, "triplet": 0.0, "conflicts": 0}
 
         def gradient_of(batch) -> Floats4d:
             loss, triplet, gradient, conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
@@ -373,16 +377,17 @@ class W2NER(ReleasingPipe, TrainablePipe):
         return loss, triplet, gradient, conflicts
 
     def get_loss(
-        self, examples: Sequence[Example], outputs: List[GridBatch]
+        self, examples: Sequence[Example], outputs: List[GridBatch], loss_denominator: Optional[int] = None
     ) -> Tuple[float, List[Floats4d]]:
         """Cross-entropy over the valid grid cells of ``begin_update``'s outputs, averaged over
-        all of them, plus the triplet loss where the config turns it on (``update`` computes the
-        same loss a grid batch at a time)."""
+        all of them (or summed and divided by ``loss_denominator``, the cells of the batch these
+        examples are part of), plus the triplet loss where the config turns it on (``update``
+        computes the same loss a grid batch at a time)."""
         gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
         segments = [segment for batch in outputs for segment in batch.segments]
         self._warnings.count(self.name, "misaligned", misaligned)
         self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, segments))
-        n_cells = max(sum(s.length * s.length for s in segments), 1)
+        n_cells = loss_denominator or _cells(segments)
         loss, triplet_loss, conflicts, gradients = 0.0, 0.0, 0, []
         for batch in outputs:
             batch_loss, batch_triplet, gradient, batch_conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
@@ -392,6 +397,15 @@ class W2NER(ReleasingPipe, TrainablePipe):
             gradients.append(gradient)
         self._warnings.count(self.name, "thw_conflict", conflicts)
         return loss / n_cells + triplet_loss, gradients
+
+    def loss_denominator(self, examples: Sequence[Example]) -> int:
+        """The grid cells of these examples' training segments (their gold sentences, joined
+        where an entity crosses them): what ``update`` averages over."""
+        gold, _ = gold_entities(examples, self.labels, self.spans_key)
+        regions = [training_regions(example, entities)[0] for example, entities in zip(examples, gold)]
+        attrs = self.model.attrs
+        docs = [example.predicted for example in examples]
+        return _cells(segment_docs(docs, attrs["max_window"], attrs["window_overlap"], regions))
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Apply the gradients: tok2vec at the optimizer's rate, the grid network scaled."""
@@ -432,6 +446,11 @@ class W2NER(ReleasingPipe, TrainablePipe):
             dims = legacy_grid_scorer_dims(self.model, model_bytes())
         build_for_loading(self.model, dims)
         self.cfg.update(dims)
+
+
+def _cells(segments) -> int:
+    """The grid cells of the segments (at least 1: the loss's denominator)."""
+    return max(sum(segment.length * segment.length for segment in segments), 1)
 
 
 def w2ner_components(nlp: Language) -> List[Tuple[str, "W2NER"]]:

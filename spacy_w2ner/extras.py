@@ -34,6 +34,15 @@ def require_ray_serve():
     return serve
 
 
+def require_ray_train():
+    """Ray Train with its torch backend (the ``[ray]`` extra), for training on a Ray cluster."""
+    try:
+        import ray.train.torch  # noqa: F401
+    except ImportError:
+        raise ImportError("training on Ray needs Ray Train: pip install 'spacy-w2ner[ray]'") from None
+    return ray
+
+
 def require_bioc():
     """The ``bioc`` package and lxml (the ``[bioc]`` extra), for BioC XML and JSON."""
     try:
@@ -44,12 +53,13 @@ def require_bioc():
     return bioc
 
 
-def connect_ray(address: Optional[str] = None, num_cpus: Optional[int] = None):
-    """Connect to the cluster at ``address``, or start a local Ray (no dashboard), unless connected."""
+def connect_ray(address: Optional[str] = None, num_cpus: Optional[int] = None, log_to_driver: bool = False):
+    """Connect to the cluster at ``address``, or start a local Ray (no dashboard), unless
+    connected; ``log_to_driver``: the workers' output printed here (training's log)."""
     ray = require_ray()
     if not ray.is_initialized():
         if address:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            ray.init(address=address, include_dashboard=False, log_to_driver=log_to_driver)
         else:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=log_to_driver)
     return ray

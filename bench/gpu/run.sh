@@ -19,6 +19,9 @@
 #   accuracy-collect  ours: spacy evaluate of each model-best on test; the reference's best dev
 #                     and its test F; every log
 #   minilm-accuracy   the MiniLM CADEC recipe (project.yml train-cadec) and GPU-vs-CPU entities
+#   train-scaling     data-parallel training (bench/train_scaling.py gpu): plain `train` against
+#                     `torchrun --nproc-per-node 1` (NCCL) on w2ner_mpnet_gpu.cfg, the same weights?
+#                     the same seconds a step? ($RESULTS_DIR/gpu-train-scaling.json)
 #   gpu-tests         pytest -m gpu on $GPU_TESTS (issue 53's float16 loss scaling on CUDA, GPU = CPU)
 #   all               setup diagnose train-speed infer-speed reference-speed
 #
@@ -239,6 +242,10 @@ minilm_accuracy() {
   step compare $BENCH compare $trained $DATA/dev.spacy --workdir "$WORK" --gpu-id "$GPU_ID"
 }
 
+train_scaling() {
+  local encoder; encoder=$(speed_encoder)
+  step train-scaling $PY bench/train_scaling.py gpu $DATA/train.spacy --encoder "$encoder" --gpu-id "$GPU_ID" \
+    --steps "$STEPS" --warmup "$WARMUP" --output "$RESULTS_DIR/gpu-train-scaling.json"
 gpu_tests() {  # the tests marked gpu (skipped without CUDA), run where there is one
   step gpu-tests $PY -m pytest $GPU_TESTS -m gpu -q -p no:cacheprovider
 }
@@ -257,6 +264,7 @@ for stage in $STAGES; do
     accuracy-wait) accuracy_wait ;;
     accuracy-collect) accuracy_collect ;;
     minilm-accuracy) minilm_accuracy ;;
+    train-scaling) train_scaling ;;
     gpu-tests) gpu_tests ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac

@@ -10,6 +10,7 @@ import typer
 from ..training.adapt.options import AdaptOptions
 from ._util import _fail, app, with_options
 
+
 @app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def train(
     ctx: typer.Context,
@@ -20,10 +21,19 @@ def train(
     checkpoint_every: int = typer.Option(0, help="A checkpoint every N steps (0: at every evaluation); always one at a clean stop"),
     keep: int = typer.Option(2, help="How many checkpoints are kept (the newest)"),
     code: Optional[Path] = typer.Option(None, "--code", "-c", help="A Python file with registered functions to import first"),
-    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id, or -1 for the CPU"),
+    gpu_id: int = typer.Option(-1, "--gpu-id", "-g", help="GPU id, or -1 for the CPU (under torchrun: 0 or more trains each process on the GPU of its LOCAL_RANK)"),
+    ray_workers: int = typer.Option(0, help="Train data-parallel in this many Ray Train workers (the [ray] extra); 0: this process"),
+    ray_address: Optional[str] = typer.Option(None, help="The Ray cluster to use ('auto', 'ray://HOST:10001'); default: a local Ray"),
+    ray_gpus_per_worker: float = typer.Option(0.0, help="GPUs per Ray worker (0: train on CPUs)"),
+    ray_cpus_per_worker: float = typer.Option(1.0, help="CPUs per Ray worker (its threads)"),
 ):
     """spacy train with checkpoints: resumes exactly after a kill (--resume), stops cleanly on
     SIGINT/SIGTERM with a checkpoint. Config overrides as spacy train takes them (--paths.train ...).
+
+    Data-parallel on several processes, GPUs or machines: start it with torchrun
+    (``torchrun --nproc-per-node N -m spacy_w2ner train ...``; with --gpu-id 0 each process
+    trains on the GPU its LOCAL_RANK names) or give --ray-workers N. The config's batch is the
+    global batch, split among the processes.
 
     Exit code 0 when the run has finished; 128 + the signal's number when a signal stopped it
     (continue with --resume); 1 when the run cannot start or go on (the line says why).
@@ -31,24 +41,42 @@ def train(
     from spacy.cli._util import import_code, parse_config_overrides
 
     from ..training import RESUME_ERRORS, RunFinished
-    from ..training import train as train_run
+    from ..training.distributed import first_process
 
     if checkpoint_every < 0:
         raise typer.BadParameter(f"--checkpoint-every must be 0 or more, got {checkpoint_every}")
     import_code(code)
+    speaks = first_process()
+    ray = (ray_workers, ray_address, ray_gpus_per_worker, ray_cpus_per_worker)
+    settings = dict(overrides=parse_config_overrides(ctx.args), resume=resume, force_resume=force_resume,
+                    checkpoint_every=checkpoint_every, keep=keep)  # fmt: skip
     try:
-        outcome = train_run(
-            config_path, output, overrides=parse_config_overrides(ctx.args), use_gpu=gpu_id, resume=resume,
-            force_resume=force_resume, checkpoint_every=checkpoint_every, keep=keep,
-        )  # fmt: skip
+        outcome = _run(config_path, output, settings, gpu_id, code, ray)
     except RunFinished as finished:
-        typer.echo(str(finished))
+        if speaks:
+            typer.echo(str(finished))
         return
     except RESUME_ERRORS as err:
+        if not speaks:  # the first process says it
+            raise typer.Exit(1)
         _fail(str(err))
     if not outcome.finished:
-        typer.echo(f"stopped after step {outcome.steps}: continue with --resume", err=True)
+        if speaks:
+            typer.echo(f"stopped after step {outcome.steps}: continue with --resume", err=True)
         raise typer.Exit(128 + outcome.signal_number)
+
+
+def _run(config_path: Path, output: Path, settings: dict, gpu_id: int, code: Optional[Path], ray: tuple):
+    """This process's part of the run (torchrun's processes each train on their GPU), or the
+    run in Ray Train's workers."""
+    from ..training import train as train_run
+    from ..training.distributed import process_gpu
+
+    if not ray[0]:
+        return train_run(config_path, output, use_gpu=process_gpu(gpu_id), **settings)
+    from ..training.ray import RayWorkers, train_on_ray
+
+    return train_on_ray(config_path, output, RayWorkers(*ray), code=code, **settings)
 
 
 @app.command("adapt-encoder")

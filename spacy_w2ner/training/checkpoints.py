@@ -1,26 +1,36 @@
-"""A run's checkpoints: written atomically, checked when read, the newest ``keep`` kept.
+"""A run's checkpoints: what one holds, written atomically, checked when read, the newest
+``keep`` kept.
 
-``DIR/checkpoints/step-00000334/`` holds, one file per kind of state (as Hugging Face's
-Trainer does): ``model/`` (``nlp.to_disk``, the weights as trained, not their averages),
-``optimizer.npz`` and ``optimizer.json`` (``state.py``), ``random.json`` (the generators),
-``trainer.json`` (the step, the place in the data, the evaluations so far, the losses since
-the last one, words, seconds), ``config.cfg`` (the resolved config) and, written last,
-``MANIFEST.json`` with every other file's size and SHA-256. A checkpoint is written under a
-temporary name and renamed into place once complete, so a kill leaves either the whole
-checkpoint or none; a checkpoint whose files do not match its manifest (a disk that filled, a
-file changed since) is skipped when reading, and the one before it is used.
+``DIR/checkpoints/step-00000334/`` holds one file per kind of state (as Hugging Face's Trainer
+does), named below and nowhere else; a checkpoint is written under a temporary name and renamed
+into place once complete, so a kill leaves either the whole checkpoint or none; a checkpoint
+whose files do not match its manifest (a disk that filled, a file changed since) is skipped when
+reading, and the one before it is used.
 """
-import hashlib
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional
+
+from ..files import describe_file, remove_tree, replace_directory, write_synced
 
 CHECKPOINTS = "checkpoints"
-MANIFEST = "MANIFEST.json"
 PREFIX = "step-"
+
+# What a checkpoint holds.
+MODEL = "model"  # nlp.to_disk(): the weights as trained, not their averages
+OPTIMIZER_ARRAYS = "optimizer.npz"  # the optimizer's moments and averages (state.py)
+OPTIMIZER_STATE = "optimizer.json"  # its update counts, hyperparameters and the arrays' names
+TRAINER = "trainer.json"  # the step, the place in the data, the evaluations and losses so far, the processes
+CONFIG = "config.cfg"  # the resolved config
+MANIFEST = "MANIFEST.json"  # written last: every other file's size and SHA-256
+
+
+def random_states_file(rank: int, world_size: int) -> str:
+    """The random generators' states of process ``rank`` (``randomness.py``): ``random.json`` in
+    a run of one process, ``random-{rank}.json`` for each of a data-parallel run's processes."""
+    return "random.json" if world_size == 1 else f"random-{rank}.json"
 
 
 class CheckpointError(ValueError):
@@ -37,10 +47,21 @@ class Checkpoint:
 
     @property
     def model(self) -> Path:
-        return self.path / "model"
+        return self.path / MODEL
 
     def read_json(self, name: str) -> dict:
         return json.loads((self.path / name).read_text(encoding="utf8"))
+
+    @property
+    def world_size(self) -> int:
+        """How many processes trained the run (1 where the checkpoint does not say)."""
+        return self.read_json(TRAINER).get("world_size", 1)
+
+    def random_states(self, rank: int) -> dict:
+        """Process ``rank``'s random states; where the checkpoint has none for it (a resume with
+        more processes, forced) the first process's."""
+        own = self.path / random_states_file(rank, self.world_size)
+        return self.read_json(own.name if own.exists() else random_states_file(0, self.world_size))
 
 
 def checkpoint_name(step: int) -> str:
@@ -58,8 +79,8 @@ def write_checkpoint(run_dir: Path, step: int, write_files: Callable[[Path], Non
     remove_tree(temporary)
     temporary.mkdir()
     write_files(temporary)
-    manifest = {str(path.relative_to(temporary)): _describe(path, sync=True) for path in _files(temporary)}
-    _write_synced(temporary / MANIFEST, json.dumps({"files": manifest}, indent=1).encode("utf8"))
+    manifest = {str(path.relative_to(temporary)): describe_file(path, sync=True) for path in _files(temporary)}
+    write_synced(temporary / MANIFEST, json.dumps({"files": manifest}, indent=1).encode("utf8"))
     replace_directory(temporary, final)
     for old in checkpoints(run_dir)[keep:]:
         remove_tree(old.path)
@@ -97,7 +118,7 @@ def verify(checkpoint: Checkpoint) -> None:
         path = checkpoint.path / name
         if not path.is_file():
             raise CheckpointError(f"{name} is missing")
-        if _describe(path) != expected:
+        if describe_file(path) != expected:
             raise CheckpointError(f"{name} differs from its manifest entry")
 
 
@@ -109,64 +130,5 @@ def remove_stale(run_dir: Path) -> None:
             remove_tree(path)
 
 
-# ---------------------------------------------------------------- files and directories
-
-
-def replace_directory(source: Path, target: Path) -> None:
-    """Move the complete directory ``source`` to ``target``, replacing what is there: the old
-    one is first renamed aside (``restore_replaced`` undoes a kill between the two renames)."""
-    aside = target.with_name(f".{target.name}.old")
-    remove_tree(aside)
-    if target.exists():
-        os.rename(target, aside)
-    os.rename(source, target)
-    _sync_directory(target.parent)
-    remove_tree(aside)
-
-
-def restore_replaced(target: Path) -> None:
-    """After a kill inside ``replace_directory``: put the old directory back if the new one is
-    not in place, else remove it."""
-    aside = target.with_name(f".{target.name}.old")
-    if aside.exists():
-        if target.exists():
-            remove_tree(aside)
-        else:
-            os.rename(aside, target)
-
-
-def remove_tree(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
-
-
 def _files(directory: Path) -> Iterator[Path]:
     return (path for path in sorted(directory.rglob("*")) if path.is_file())
-
-
-def _describe(path: Path, sync: bool = False) -> Dict[str, object]:
-    """A file's size and SHA-256 (with ``sync``, after making sure its bytes are on disk)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 22), b""):
-            digest.update(block)
-        if sync:
-            os.fsync(file.fileno())
-    return {"size": path.stat().st_size, "sha256": digest.hexdigest()}
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with path.open("wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-
-
-def _sync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

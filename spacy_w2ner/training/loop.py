@@ -8,7 +8,9 @@ at every evaluation (or every ``checkpoint_every`` steps) and when SIGINT or SIG
 run to stop. Resumed from a checkpoint, it loads the weights, replays the steps before it
 without training (``replay.py``, ``stream.py``: the same batches, the same evaluations, the
 schedules advanced), then gives the optimizer its saved state and the random generators theirs:
-on a CPU the run ends with the same weights, bit for bit, as one that was never stopped.
+on a CPU the run ends with the same weights, bit for bit, as one that was never stopped. In a
+data-parallel run (``distributed.py``) every process runs this loop; the first alone evaluates,
+logs, saves and writes the checkpoints.
 """
 import json
 import signal
@@ -17,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Dict, List, Optional
+from typing import IO, Callable, Dict, List, Optional
 
 import torch
 from spacy.schemas import ConfigSchemaTraining
@@ -33,14 +35,13 @@ from spacy.util import registry, resolve_dot_names
 from thinc.api import fix_random_seed, set_gpu_allocator
 from wasabi import Printer, color
 
-from .checkpoints import Checkpoint, write_checkpoint
+from .checkpoints import CONFIG, TRAINER, Checkpoint, random_states_file, write_checkpoint
+from .distributed import Cluster, DataParallelLanguage, DistributedError, check_annotating_components, check_same_python_random
+from .randomness import capture_random_states, restore_random_states, seed_process_generators
 from .replay import Replay
 from .run import RunDirectory
-from .state import capture_random_states, load_optimizer, restore_random_states, save_optimizer
+from .state import load_optimizer, save_optimizer
 from .stream import Batches, DataPosition
-
-TRAINER_STATE = "trainer.json"
-RANDOM_STATE = "random.json"
 
 
 @dataclass
@@ -64,13 +65,13 @@ class TrainerState:
 
     @classmethod
     def read(cls, checkpoint: Checkpoint) -> "TrainerState":
-        data = checkpoint.read_json(TRAINER_STATE)
+        data = checkpoint.read_json(TRAINER)
         return cls(
             data["steps"], DataPosition.from_dict(data["position"]), data["evaluations"],
             data["losses"], data["seconds"],
         )  # fmt: skip
 
-    def as_dict(self, info: dict) -> dict:
+    def as_dict(self, info: dict, world_size: int) -> dict:
         best = best_evaluation(self.evaluations)
         return {
             "steps": self.steps,
@@ -82,31 +83,35 @@ class TrainerState:
             "words": info["words"],
             "seconds": round(self.seconds, 3),
             "threads": torch.get_num_threads(),
+            "world_size": world_size,
         }
 
 
 def train_resumable(
     nlp, run: RunDirectory, checkpoint: Optional[Checkpoint], *, use_gpu: int = -1, checkpoint_every: int = 0,
     keep: int = 2, force_resume: bool = False, stdout: IO = sys.stdout, stderr: IO = sys.stderr,
+    cluster: Optional[Cluster] = None,
 ) -> Outcome:  # fmt: skip
     """Train ``nlp`` (from ``init_nlp``) as ``spacy train`` does, into ``run``'s directory, from
-    ``checkpoint`` when given; see the module docstring."""
-    session = _Session(nlp, run, checkpoint, use_gpu, stdout, stderr)
+    ``checkpoint`` when given, as process ``cluster.rank`` of a data-parallel run when given;
+    see the module docstring."""
+    session = _Session(nlp, run, checkpoint, use_gpu, stdout, stderr, cluster or Cluster())
     session.resume_from(checkpoint, force_resume)
-    steps = session.steps()
-    with StopRequests(stderr) as stop:
+    with StopRequests(stderr, run.stop_file if session.cluster.is_main else None) as stop:
+        steps = session.steps(lambda: stop.requested)
         try:
             for batch, info, is_best in steps:
                 session.last_info = info
                 if session.replaying(info):
                     continue
                 session.after_step(info, is_best)
-                if stop.requested or (checkpoint_every and (info["step"] + 1) % checkpoint_every == 0) or (
+                stopping = session.stop_agreed(stop.requested)
+                if stopping or (checkpoint_every and (info["step"] + 1) % checkpoint_every == 0) or (
                     not checkpoint_every and is_best is not None
                 ):
                     session.checkpoint(info, keep)
-                if stop.requested:
-                    return Outcome(info["step"] + 1, False, stop.signal_number)
+                if stopping:
+                    return Outcome(info["step"] + 1, False, stop.signal_number or signal.SIGTERM)
             session.evaluate_final_step()
         except BaseException as err:
             session.say_aborting(err)
@@ -121,12 +126,17 @@ class _Session:
     """One process's part of a run: spaCy's training objects, resolved as ``spacy train``
     resolves them, and the run's state."""
 
-    def __init__(self, nlp, run: RunDirectory, checkpoint: Optional[Checkpoint], use_gpu: int, stdout: IO, stderr: IO):
-        self.nlp, self.run, self.stdout, self.stderr = nlp, run, stdout, stderr
+    def __init__(self, nlp, run: RunDirectory, checkpoint: Optional[Checkpoint], use_gpu: int, stdout: IO, stderr: IO, cluster: Cluster):  # fmt: skip
+        self.nlp, self.run, self.stdout, self.stderr, self.cluster = nlp, run, stdout, stderr, cluster
         self.msg = Printer(no_print=True)
         self.config = nlp.config.interpolate()
-        if self.config["training"]["seed"] is not None:
-            fix_random_seed(self.config["training"]["seed"])
+        seed = self.config["training"]["seed"]
+        if seed is not None:
+            fix_random_seed(seed)
+        if cluster.distributed:
+            if seed is None:
+                raise DistributedError("data-parallel training needs a [training] seed: every process builds the pipeline from it")
+            seed_process_generators(seed, cluster.rank)
         allocator = self.config["training"]["gpu_allocator"]
         if use_gpu >= 0 and allocator:
             set_gpu_allocator(allocator)
@@ -145,17 +155,23 @@ class _Session:
         self.force_resume = force_resume
         if checkpoint is not None:
             self.nlp.from_disk(checkpoint.model)
-            self.run.count_resume()
+            if self.cluster.is_main:
+                self.run.count_resume()
             self.say(f"Resuming from {checkpoint.path} (step {checkpoint.step}): replaying the steps before it without training")
 
-    def steps(self):
-        T, nlp = self.T, self.nlp
+    def steps(self, stop_requested: Callable[[], bool]):
+        T, nlp, cluster = self.T, self.nlp, self.cluster
         make_batches = lambda: create_train_batches(nlp, self.train_corpus, T["batcher"], T["max_epochs"])  # noqa: E731
         self.batches = Batches(make_batches, self.state.position)
         self.replay = Replay(self.batches, [(e[0], e[2]) for e in self.state.evaluations], self.state.losses)
-        self.evaluate = create_evaluation_callback(nlp, self.dev_corpus, T["score_weights"])
+        self.evaluate = cluster.main_only(create_evaluation_callback(nlp, self.dev_corpus, T["score_weights"]))
+        self.language = nlp
+        if cluster.distributed:
+            check_annotating_components(nlp, T["annotating_components"])
+            self.language = DataParallelLanguage(nlp, cluster, T["frozen_components"], stop_requested)
+            cluster.check_weights_agree(nlp, "before training")
         steps = train_while_improving(
-            self.replay.language(nlp), self.optimizer, self.batches, self.replay.evaluation(self.evaluate),
+            self.replay.language(self.language), self.optimizer, self.batches, self.replay.evaluation(self.evaluate),
             dropout=T["dropout"], accumulate_gradient=T["accumulate_gradient"], patience=T["patience"],
             max_steps=T["max_steps"], eval_frequency=T["eval_frequency"], exclude=T["frozen_components"],
             annotating_components=T["annotating_components"], before_update=T["before_update"],
@@ -172,6 +188,9 @@ class _Session:
         if T["annotating_components"]:
             self.stdout.write(msg.info(f"Set annotations on update for: {T['annotating_components']}") + "\n")
         self.stdout.write(msg.info(f"Initial learn rate: {self.optimizer.learn_rate}") + "\n")
+        if not self.cluster.is_main:  # the first process logs
+            self.log_step, self.finalize_logger = (lambda info: None), (lambda: None)
+            return
         with nlp.select_pipes(disable=T["frozen_components"]):
             self.log_step, self.finalize_logger = T["logger"](nlp, self.stdout, self.stderr)
 
@@ -182,8 +201,8 @@ class _Session:
         if self.replay.step_replayed(info["step"]):
             checkpoint = self.checkpoint_read
             load_optimizer(self.optimizer, self.nlp, checkpoint.path, check_schedules=not self.force_resume)
-            restore_random_states(checkpoint.read_json(RANDOM_STATE))
-            threads = checkpoint.read_json(TRAINER_STATE).get("threads")
+            restore_random_states(checkpoint.random_states(self.cluster.rank))
+            threads = checkpoint.read_json(TRAINER).get("threads")
             if threads is not None and threads != torch.get_num_threads():
                 self.say(f"this process uses {torch.get_num_threads()} threads, the checkpoint's {threads}: "
                          "the results can differ in the last bits from a run that was never stopped")
@@ -197,12 +216,17 @@ class _Session:
         info["seconds"] = int(self.state.seconds)
         if info["score"] is not None:
             self.state.evaluations.append([info["score"], info["step"], info["other_scores"]])
-        if is_best is not None:
+        if is_best is not None and self.cluster.is_main:
             with self.nlp.select_pipes(disable=self.T["frozen_components"]):
                 update_meta(self.T, self.nlp, info)
             self._save_model(is_best)
             info["output_path"] = str(self.run.path / DIR_MODEL_LAST)
         self.log_step(info if is_best is not None else None)
+
+    def stop_agreed(self, requested: bool) -> bool:
+        """Whether the run stops after this step: asked of this process, or in a data-parallel
+        run of any process (as the processes agreed in the step's facts)."""
+        return self.language.stop_agreed if self.cluster.distributed else requested
 
     def evaluate_final_step(self) -> None:
         """Evaluate the final weights where the run ended between two evaluations, as an
@@ -225,6 +249,9 @@ class _Session:
         self.after_step(dict(info, score=score, other_scores=other_scores, checkpoints=checkpoints), is_best)
 
     def _save_model(self, is_best: bool) -> None:
+        if not self.cluster.is_main:
+            return
+
         def write(path: Path) -> None:
             with self.nlp.use_params(self.optimizer.averages):
                 self.before_to_disk(self.nlp).to_disk(path)
@@ -232,18 +259,25 @@ class _Session:
         self.run.save_model(write, is_best)
 
     def checkpoint(self, info: dict, keep: int) -> None:
-        """Write the state after this step (``checkpoints.py`` says what goes where)."""
+        """Write the state after this step (``checkpoints.py`` says what goes where): the first
+        process writes it, with every process's random states, once their weights agree."""
+        cluster = self.cluster
+        cluster.check_weights_agree(self.nlp, f"after step {info['step']}")
+        random_states = cluster.all_gather(capture_random_states())
+        check_same_python_random(random_states)
+        if not cluster.is_main:
+            return
         self.state.position = self.batches.position
         self.state.losses = {} if info["score"] is not None else dict(info["losses"])
-        trainer = self.state.as_dict(info)
-        random_states = capture_random_states()
+        trainer = self.state.as_dict(info, cluster.world_size)
 
         def write_files(directory: Path) -> None:
             self.nlp.to_disk(directory / "model")
             save_optimizer(self.optimizer, self.nlp, directory)
-            (directory / "config.cfg").write_text(self.config.to_str(), encoding="utf8")
-            _write_json(directory / RANDOM_STATE, random_states)
-            _write_json(directory / TRAINER_STATE, trainer)
+            (directory / CONFIG).write_text(self.config.to_str(), encoding="utf8")
+            for rank, states in enumerate(random_states):
+                _write_json(directory / random_states_file(rank, cluster.world_size), states)
+            _write_json(directory / TRAINER, trainer)
 
         started = time.perf_counter()
         written = write_checkpoint(self.run.path, self.state.steps, write_files, keep)
@@ -259,7 +293,7 @@ class _Session:
 
     def finalize(self) -> None:
         """The logger's end, and model-last as spaCy saves it whenever its loop ends (not while
-        replaying: the weights are then the checkpoint's, not the run's)."""
+        replaying: the weights are then the checkpoint's, not the run's; by the first process)."""
         if self.finalize_logger is not None:
             self.finalize_logger()
         if not self.replay.active and self.state.steps:
@@ -267,10 +301,13 @@ class _Session:
 
     def finish(self) -> None:
         best = best_evaluation(self.state.evaluations)
-        self.run.finish(
-            steps=self.state.steps, seconds=round(self.state.seconds, 1),
-            best_score=None if best is None else best[0], best_step=None if best is None else best[1],
-        )  # fmt: skip
+        self.cluster.check_weights_agree(self.nlp, "at the end")
+        if self.cluster.is_main:
+            self.run.finish(
+                steps=self.state.steps, seconds=round(self.state.seconds, 1),
+                best_score=None if best is None else best[0], best_step=None if best is None else best[1],
+            )  # fmt: skip
+        self.cluster.barrier()  # the others end once the first has written the run's end
         if self.optimizer.averages:
             self.nlp.use_params(self.optimizer.averages)
         self.stdout.write(self.msg.good("Saved pipeline to output directory", self.run.path / DIR_MODEL_LAST) + "\n")
@@ -295,18 +332,25 @@ def _write_json(path: Path, data) -> None:
 
 class StopRequests:
     """SIGINT and SIGTERM ask the run to stop after the current step (with a checkpoint); a
-    second SIGINT stops it at once. Only in the main thread (where Python delivers signals)."""
+    second SIGINT stops it at once. Only in the main thread (where Python delivers signals).
+    ``stop_file`` appearing asks the same (how the Ray launcher stops its workers)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    POLL_SECONDS = 1.0
 
-    def __init__(self, stderr: IO):
-        self.stderr = stderr
+    def __init__(self, stderr: IO, stop_file: Optional[Path] = None):
+        self.stderr, self.stop_file = stderr, stop_file
         self.signal_number: Optional[int] = None
         self._previous: dict = {}
+        self._polled = 0.0
+        self._file_seen = False
 
     @property
     def requested(self) -> bool:
-        return self.signal_number is not None
+        if self.stop_file is not None and not self._file_seen and time.monotonic() - self._polled >= self.POLL_SECONDS:
+            self._polled = time.monotonic()
+            self._file_seen = self.stop_file.exists()
+        return self.signal_number is not None or self._file_seen
 
     def _handle(self, number, frame) -> None:
         if self.requested and number == signal.SIGINT:

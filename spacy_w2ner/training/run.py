@@ -7,18 +7,18 @@ it was resumed. Before anything is loaded, ``prepare`` refuses an output directo
 another run, or a resume with another config or corpus (naming what changed), and picks the
 newest good checkpoint, saying in one line what it does.
 """
-import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from thinc.api import Config
 
-from .checkpoints import Checkpoint, newest_good, remove_stale, replace_directory, restore_replaced
+from ..files import restore_replaced, sha256_file, write_atomically, write_directory
+from .checkpoints import Checkpoint, newest_good, remove_stale
 
 RUN_FILE = "run.json"
+STOP_FILE = "STOP"  # its appearance stops the run after the current step, with a checkpoint
 MODEL_BEST = "model-best"
 MODEL_LAST = "model-last"
 
@@ -36,6 +36,15 @@ class RunDirectory:
         self.path = Path(path)
 
     @property
+    def stop_file(self) -> Path:
+        return self.path / STOP_FILE
+
+    def request_stop(self) -> None:
+        """Ask the run to stop after its current step, with a checkpoint (every process of it)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.stop_file.touch()
+
+    @property
     def record(self) -> Optional[dict]:
         file = self.path / RUN_FILE
         return json.loads(file.read_text(encoding="utf8")) if file.exists() else None
@@ -46,6 +55,8 @@ class RunDirectory:
         for name in (MODEL_BEST, MODEL_LAST):
             restore_replaced(self.path / name)
         remove_stale(self.path)
+        if self.stop_file.exists():  # the request that stopped the run before
+            self.stop_file.unlink()
         record = self.record
         if record is None:
             return self._fresh_directory(resume, say)
@@ -102,22 +113,14 @@ class RunDirectory:
 
     def write_record(self, record: dict) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        temporary = self.path / f".{RUN_FILE}.tmp"
-        temporary.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
-        os.replace(temporary, self.path / RUN_FILE)
+        write_atomically(self.path / RUN_FILE, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
 
     def save_model(self, write: Callable[[Path], None], is_best: bool) -> None:
         """spaCy's model-last (and model-best, a copy of it, when ``is_best``), each written
         under a temporary name and moved into place."""
-        temporary = self.path / f".{MODEL_LAST}.tmp"
-        shutil.rmtree(temporary, ignore_errors=True)
-        write(temporary)
-        replace_directory(temporary, self.path / MODEL_LAST)
+        write_directory(self.path / MODEL_LAST, write)
         if is_best:
-            temporary = self.path / f".{MODEL_BEST}.tmp"
-            shutil.rmtree(temporary, ignore_errors=True)
-            shutil.copytree(self.path / MODEL_LAST, temporary)
-            replace_directory(temporary, self.path / MODEL_BEST)
+            write_directory(self.path / MODEL_BEST, lambda directory: shutil.copytree(self.path / MODEL_LAST, directory))
 
 
 def _progress(record: dict) -> str:
@@ -160,7 +163,7 @@ def corpus_fingerprints(config: Config) -> Dict[str, str]:
         for value in _flat(block).values() if isinstance(block, dict) else ():
             if isinstance(value, str) and value and Path(value).exists():
                 for path in _corpus_files(Path(value)):
-                    fingerprints[str(path)] = _sha256(path)
+                    fingerprints[str(path)] = sha256_file(path)
     return fingerprints
 
 
@@ -172,11 +175,3 @@ def changed_corpora(recorded: Dict[str, str], now: Dict[str, str]) -> List[str]:
 
 def _corpus_files(path: Path) -> List[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -1,5 +1,5 @@
-"""What a training step's result depends on besides the weights: the optimizer's state and the
-random generators' states, as files a new process can read back.
+"""The optimizer's state, as files a new process can read back, and the pipeline's parameters
+walked in one order under names that do not change between processes.
 
 Thinc's ``Optimizer`` keys its moments, averages and update counts by ``(node or shim id,
 parameter name)``; ids come from process-wide counters, so a new process gives the same node
@@ -9,14 +9,15 @@ and mapped back to the new process's keys on loading. The learning-rate (and oth
 are generators and cannot be saved: a resumed run advances them step by step while it replays
 its steps (``replay.py``), and the values they had are checked against the saved ones.
 """
-import base64
 import json
-import random
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy
 from thinc.api import Model, Optimizer, get_current_ops
+
+from .checkpoints import OPTIMIZER_ARRAYS, OPTIMIZER_STATE
 
 Key = Tuple[int, str]
 
@@ -30,23 +31,43 @@ class StateError(ValueError):
     """A checkpoint's state does not fit this pipeline or optimizer."""
 
 
-def parameter_names(nlp) -> Dict[Key, str]:
-    """Every optimizer key the pipeline's parameters can have -> a name stable across processes:
-    ``component/walk index:node name[/shim index]#parameter``."""
-    names: Dict[Key, str] = {}
+@dataclass(frozen=True)
+class PipelineParameter:
+    """One trainable parameter: the optimizer's key, a stable name, and where it lives (a Thinc
+    node's ``param_name``, or a torch ``tensor`` of one of its shims)."""
+
+    key: Key
+    name: str
+    node: Model
+    param_name: str
+    tensor: Optional[object] = None  # torch.nn.Parameter for a shim's parameter
+
+
+def walk_parameters(nlp, exclude: Iterable[str] = ()) -> Iterator[PipelineParameter]:
+    """Every parameter of the pipeline's components (but ``exclude``), once each, in pipeline
+    order, then ``Model.walk()`` order: the same order in every process that builds the pipeline
+    from the same config. Names: ``component/walk index:node name[/shim index]#parameter``."""
+    seen = set()
     for component, pipe in nlp.components:
         model = getattr(pipe, "model", None)
-        if not isinstance(model, Model):
+        if component in exclude or not isinstance(model, Model):
             continue
         for index, node in enumerate(model.walk()):
             place = f"{component}/{index}:{node.name}"
-            for name in node.param_names:
-                names.setdefault((node.id, name), f"{place}#{name}")
+            found = [((node.id, name), f"{place}#{name}", name, None) for name in node.param_names]
             for shim_index, shim in enumerate(node.shims):
                 module = getattr(shim, "_model", None)
-                for name, _ in module.named_parameters() if hasattr(module, "named_parameters") else ():
-                    names.setdefault((shim.id, name), f"{place}/shim{shim_index}#{name}")
-    return names
+                for name, tensor in module.named_parameters() if hasattr(module, "named_parameters") else ():
+                    found.append(((shim.id, name), f"{place}/shim{shim_index}#{name}", name, tensor))
+            for key, name, param_name, tensor in found:
+                if key not in seen:
+                    seen.add(key)
+                    yield PipelineParameter(key, name, node, param_name, tensor)
+
+
+def parameter_names(nlp) -> Dict[Key, str]:
+    """Every optimizer key the pipeline's parameters can have -> a name stable across processes."""
+    return {parameter.key: parameter.name for parameter in walk_parameters(nlp)}
 
 
 def _stable(names: Dict[Key, str], key: Key) -> str:
@@ -56,8 +77,8 @@ def _stable(names: Dict[Key, str], key: Key) -> str:
 
 
 def save_optimizer(optimizer: Optimizer, nlp, directory: Path) -> List[Path]:
-    """Write the optimizer's state to ``optimizer.npz`` (its arrays) and ``optimizer.json`` (the
-    rest); return the files written."""
+    """Write the optimizer's state to ``OPTIMIZER_ARRAYS`` (its arrays) and ``OPTIMIZER_STATE``
+    (the rest); return the files written."""
     names = parameter_names(nlp)
     ops = get_current_ops()
     arrays, entries = {}, []
@@ -73,17 +94,17 @@ def save_optimizer(optimizer: Optimizer, nlp, directory: Path) -> List[Path]:
         "hyperparameters": {name: getattr(optimizer, name) for name in HYPERPARAMETERS},
         "uses_averages": optimizer.averages is not None,
     }
-    with (directory / "optimizer.npz").open("wb") as file:
+    with (directory / OPTIMIZER_ARRAYS).open("wb") as file:
         numpy.savez(file, **arrays)
-    (directory / "optimizer.json").write_text(json.dumps(meta), encoding="utf8")
-    return [directory / "optimizer.npz", directory / "optimizer.json"]
+    (directory / OPTIMIZER_STATE).write_text(json.dumps(meta), encoding="utf8")
+    return [directory / OPTIMIZER_ARRAYS, directory / OPTIMIZER_STATE]
 
 
 def load_optimizer(optimizer: Optimizer, nlp, directory: Path, check_schedules: bool = True) -> None:
     """Give ``optimizer`` (made from the same config, its schedules already advanced to the
     checkpoint's step) the saved moments, averages and update counts; StateError when they do not
     fit, or (``check_schedules``) when its scheduled values differ from the saved ones."""
-    meta = json.loads((directory / "optimizer.json").read_text(encoding="utf8"))
+    meta = json.loads((directory / OPTIMIZER_STATE).read_text(encoding="utf8"))
     keys = {name: key for key, name in parameter_names(nlp).items()}
     if meta["uses_averages"] != (optimizer.averages is not None):
         raise StateError("the checkpoint's optimizer and this one differ in use_averages")
@@ -101,15 +122,15 @@ def load_optimizer(optimizer: Optimizer, nlp, directory: Path, check_schedules: 
 def load_averages(nlp, directory: Path) -> Dict[Key, object]:
     """The moving averages a checkpoint's optimizer kept (empty without ``use_averages``), keyed
     for ``nlp``, a pipeline loaded from that checkpoint: ``nlp.use_params`` takes them."""
-    meta = json.loads((directory / "optimizer.json").read_text(encoding="utf8"))
+    meta = json.loads((directory / OPTIMIZER_STATE).read_text(encoding="utf8"))
     keys = {name: key for key, name in parameter_names(nlp).items()}
     return {key: array for store_name, key, array in _saved_arrays(meta, keys, directory) if store_name == "averages"}
 
 
 def _saved_arrays(meta: dict, keys: Dict[str, Key], directory: Path) -> List[Tuple[str, Key, object]]:
-    """``(store name, key, array)`` for each array ``optimizer.npz`` holds, keyed for this process."""
+    """``(store name, key, array)`` for each array ``OPTIMIZER_ARRAYS`` holds, keyed for this process."""
     ops = get_current_ops()
-    with numpy.load(directory / "optimizer.npz", allow_pickle=False) as arrays:
+    with numpy.load(directory / OPTIMIZER_ARRAYS, allow_pickle=False) as arrays:
         return [(store_name, _key(keys, name), ops.asarray(arrays[f"a{index}"])) for index, (store_name, name) in enumerate(meta["arrays"])]
 
 
@@ -117,56 +138,3 @@ def _key(keys: Dict[str, Key], name: str) -> Key:
     if name not in keys:
         raise StateError(f"the checkpoint has optimizer state for {name}, which this pipeline does not have")
     return keys[name]
-
-
-# ---------------------------------------------------------------- random generators
-
-
-def capture_random_states() -> dict:
-    """Python's, numpy's and torch's (CPU and CUDA) random states, as JSON values."""
-    import torch
-
-    version, internal, gauss = random.getstate()
-    name, keys, position, has_gauss, cached = numpy.random.get_state()
-    states = {
-        "python": [version, list(internal), gauss],
-        "numpy": [name, keys.tolist(), position, has_gauss, cached],
-        "torch": _b64(torch.get_rng_state()),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = [_b64(state) for state in torch.cuda.get_rng_state_all()]
-    return states
-
-
-def restore_random_states(states: dict) -> None:
-    """Set the generators to ``capture_random_states``' values."""
-    import torch
-
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal), gauss))
-    name, keys, position, has_gauss, cached = states["numpy"]
-    numpy.random.set_state((name, numpy.asarray(keys, dtype=numpy.uint32), position, has_gauss, cached))
-    torch.set_rng_state(_tensor(states["torch"]))
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([_tensor(state) for state in states["cuda"]])
-
-
-def python_random_state() -> list:
-    """Python's random state alone, as a JSON value (``stream.py`` keeps one an epoch)."""
-    version, internal, gauss = random.getstate()
-    return [version, list(internal), gauss]
-
-
-def set_python_random_state(state: list) -> None:
-    version, internal, gauss = state
-    random.setstate((version, tuple(internal), gauss))
-
-
-def _b64(tensor) -> str:
-    return base64.b64encode(tensor.numpy().tobytes()).decode("ascii")
-
-
-def _tensor(text: str):
-    import torch
-
-    return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)

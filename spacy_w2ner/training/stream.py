@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, List, Optional, Tuple
 
-from .state import python_random_state, set_python_random_state
+from .randomness import python_random_state, set_python_random_state
 
 
 class DataPositionError(ValueError):

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Each layer may import its own modules and those of lower layers, never a higher one.
 LAYERS = {
     "spacy_w2ner.entities": 0, "spacy_w2ner.messages": 0, "spacy_w2ner.memory": 0, "spacy_w2ner.extras": 0,
+    "spacy_w2ner.files": 0,
     "spacy_w2ner.grid": 1, "spacy_w2ner.nn": 1, "spacy_w2ner.formats": 1,
     "spacy_w2ner.model": 2,
     "spacy_w2ner.encoders": 3,

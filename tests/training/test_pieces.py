@@ -5,18 +5,10 @@ import random
 import pytest
 from thinc.api import Config
 
-from spacy_w2ner.training.checkpoints import (
-    CheckpointError,
-    Checkpoint,
-    checkpoints,
-    newest_good,
-    replace_directory,
-    restore_replaced,
-    verify,
-    write_checkpoint,
-)
+from spacy_w2ner.files import replace_directory, restore_replaced
+from spacy_w2ner.training.checkpoints import CheckpointError, Checkpoint, checkpoints, newest_good, verify, write_checkpoint
 from spacy_w2ner.training.run import changed_settings
-from spacy_w2ner.training.state import python_random_state, set_python_random_state
+from spacy_w2ner.training.randomness import python_random_state, set_python_random_state
 from spacy_w2ner.training.stream import Batches, DataPositionError
 
 

@@ -12,13 +12,7 @@ import pytest
 
 from tests.conftest import HAS_MINILM, cli
 
-from .helpers import ROOT, differing, environment, run, run_and_kill, sample_corpus, train_command, weights
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """The sample corpus as .spacy files."""
-    return sample_corpus(tmp_path_factory.mktemp("corpus"))
+from .helpers import ROOT, differing, environment, run, run_and_kill, train_command, weights
 
 
 @pytest.fixture(scope="module")

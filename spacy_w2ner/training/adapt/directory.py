@@ -16,7 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from ..checkpoints import CHECKPOINTS, Checkpoint, newest_good, remove_stale, remove_tree, write_checkpoint
+from ...files import remove_tree
+from ..checkpoints import CHECKPOINTS, Checkpoint, newest_good, remove_stale, write_checkpoint
 from .options import AdaptError, AdaptFinished
 
 RECORD = "adapt.json"

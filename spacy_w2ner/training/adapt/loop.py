@@ -21,7 +21,7 @@ import numpy
 import torch
 
 from ..loop import Outcome, StopRequests, info_line
-from ..state import capture_random_states, restore_random_states
+from ..randomness import capture_random_states, restore_random_states
 from .corpus import Corpus, Sequences, batch_indices, step_seed
 from .directory import AdaptDirectory
 from .masked_lm import MaskedLM, loss_sum, position_offset
