@@ -14,7 +14,7 @@ from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc, Span
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
-from thinc.api import Config, Model, Optimizer, set_dropout_rate
+from thinc.api import Config, Model, NumpyOps, Optimizer, set_dropout_rate
 from thinc.types import Floats4d
 
 from .diagnostics import OnceWarnings
@@ -30,7 +30,7 @@ from .entities import (
 from .grid.codec import n_relations
 from .grid.segments import SegmentGrid, decode_segments, segment_docs
 from .grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
-from .memory import ReleaseEvery, ReleasingPipe, available_memory_bytes
+from .memory import ReleaseEvery, ReleasingPipe, available_memory_bytes, map_large_blocks
 from .model.architecture import GridTrainingStep
 from .model.grid_scorer import build_for_loading, grid_bytes_per_cell, grid_device, grid_scorer_dims, legacy_grid_scorer_dims
 from .model.loss import grid_cross_entropy, grid_triplet_loss
@@ -265,6 +265,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self.cfg.update(grid_scorer_dims(self.model))
         if plan.documents:
             self._say_training_plan(plan)
+        if isinstance(self.model.ops, NumpyOps):
+            map_large_blocks()  # training on the CPU: a step's peak memory stays flat (memory.py)
 
     def _say_training_plan(self, plan: TrainingPlan) -> None:
         """Keep (``self.training_plan``) and log (spaCy's logger, INFO) what training will grid and
