@@ -246,6 +246,8 @@ train_scaling() {
   local encoder; encoder=$(speed_encoder)
   step train-scaling $PY bench/train_scaling.py gpu $DATA/train.spacy --encoder "$encoder" --gpu-id "$GPU_ID" \
     --steps "$STEPS" --warmup "$WARMUP" --output "$RESULTS_DIR/gpu-train-scaling.json"
+}
+
 gpu_tests() {  # the tests marked gpu (skipped without CUDA), run where there is one
   step gpu-tests $PY -m pytest $GPU_TESTS -m gpu -q -p no:cacheprovider
 }
