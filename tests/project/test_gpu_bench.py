@@ -1,12 +1,14 @@
 """The GPU bench's arithmetic (bench/gpu), checked on a CPU: step timing and GPU-vs-CPU comparison."""
 import json
+import subprocess
 import sys
 from argparse import Namespace
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "gpu"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))
 
 from bench import compare_outputs  # noqa: E402
 from hooks import summarize  # noqa: E402
@@ -54,3 +56,11 @@ def test_compare_outputs_names_the_sentences_that_differ(tmp_path):
     assert result["differences"][0]["doc"] == 1
     assert result["differences"][0]["cpu_only"] == [["ADR", [1], 0.6]]
     assert result["max_score_diff_where_equal"] == pytest.approx(0.0001, abs=1e-6)
+
+
+@pytest.mark.parametrize("script", sorted(str(path.relative_to(ROOT)) for path in (ROOT / "bench").rglob("*.sh")))
+def test_the_bench_shell_scripts_parse(script):
+    """A device session has minutes: a script that bash cannot parse wastes one (a merge once
+    dropped a closing brace of bench/gpu/run.sh)."""
+    done = subprocess.run(["bash", "-n", str(ROOT / script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
