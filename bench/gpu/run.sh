@@ -44,7 +44,7 @@ ACC_STEPS=${ACC_STEPS:-1670} ENCODER=${ENCODER:-auto}
 DIAG_PRECISIONS=${DIAG_PRECISIONS:-"fp32 bf16 fp16"} NONDETERMINISTIC=${NONDETERMINISTIC:-"fp32 bf16"}
 TRAIN_SETTINGS=${TRAIN_SETTINGS:-"12:fp32 12:bf16 $BIG_BATCH:bf16 $BIG_BATCH:fp32"}
 INFER_SETTINGS=${INFER_SETTINGS:-"fp32:32 fp32:128 bf16:32 bf16:128"} REF_BATCHES=${REF_BATCHES:-"12 $BIG_BATCH"}
-PROBE=${PROBE:-1} EVAL_EVERY=${EVAL_EVERY:-0}
+PROBE=${PROBE:-1} EVAL_EVERY=${EVAL_EVERY:-0} GRID_TIMERS=${GRID_TIMERS:-0}
 # The GPU tests (pytest -m gpu) of these files, in the gpu-tests stage.
 GPU_TESTS=${GPU_TESTS:-"tests/model/test_training_step.py tests/model/test_gpu_paths.py"}
 # Extra arguments of the accuracy runs (a check of this script on a CPU: a few steps).
@@ -138,7 +138,7 @@ train_speed() {
     [ "${3:-}" = padded ] && pack=false
     step "$name" $BENCH train "$WORK/$name" --encoder "$encoder" --batch-size "$1" --precision "$2" \
       --train $DATA/train.spacy --dev $DATA/dev.spacy --steps "$STEPS" --warmup "$WARMUP" --gpu-id "$GPU_ID" \
-      --pack-spans $pack --eval-every "$EVAL_EVERY"
+      --pack-spans $pack --eval-every "$EVAL_EVERY" --grid-timers "$GRID_TIMERS"
   done
 }
 
