@@ -357,15 +357,17 @@ class W2NER(ReleasingPipe, TrainablePipe):
     def _gold_and_regions(self, examples: Sequence[Example]) -> Tuple[List[List[Entity]], List[List[Tuple[int, int]]]]:
         """The examples' aligned gold entities (label ids), and the regions their grids cover:
         the gold sentences, joined where an entity crosses them (counted)."""
-        gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
+        gold, regions, misaligned, joined = self._training_grids(examples)
         self._warnings.count(self.name, "misaligned", misaligned)
-        regions, joined = [], 0
-        for example, entities in zip(examples, gold):
-            doc_regions, doc_joined = training_regions(example, entities)
-            regions.append(doc_regions)
-            joined += doc_joined
         self._warnings.count(self.name, "joined_sentences", joined)
         return gold, regions
+
+    def _training_grids(self, examples: Sequence[Example]):
+        """(gold entities, regions, gold entities not aligned, sentence boundaries removed for
+        entities) of the examples, nothing counted."""
+        gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
+        found = [training_regions(example, entities) for example, entities in zip(examples, gold)]
+        return gold, [regions for regions, _ in found], misaligned, sum(joined for _, joined in found)
 
     def _batch_loss(self, segments, logits: Floats4d, gold, n_cells: int) -> Tuple[float, float, Floats4d, int]:
         """A grid batch's summed cross-entropy, its triplet loss where the config turns it on
@@ -403,8 +405,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
     def loss_denominator(self, examples: Sequence[Example]) -> int:
         """The grid cells of these examples' training segments (their gold sentences, joined
         where an entity crosses them): what ``update`` averages over."""
-        gold, _ = gold_entities(examples, self.labels, self.spans_key)
-        regions = [training_regions(example, entities)[0] for example, entities in zip(examples, gold)]
+        regions = self._training_grids(examples)[1]
         attrs = self.model.attrs
         docs = [example.predicted for example in examples]
         return _cells(segment_docs(docs, attrs["max_window"], attrs["window_overlap"], regions))

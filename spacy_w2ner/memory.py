@@ -51,20 +51,22 @@ def map_large_blocks(threshold: int = TRAINING_MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold (blocks of ``threshold`` bytes or more are mapped, and unmapped
     when freed) unless ``MALLOC_MMAP_THRESHOLD_`` already sets it; True when it was set here.
     Elsewhere than on glibc, nothing happens."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return False
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):
+    mallopt = _glibc_function("mallopt")
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, threshold))
 
 
-@lru_cache(maxsize=1)
 def malloc_trim() -> Optional[Callable[[int], int]]:
     """glibc's ``malloc_trim``, or None where the C library has none."""
+    return _glibc_function("malloc_trim")
+
+
+@lru_cache(maxsize=None)
+def _glibc_function(name: str) -> Optional[Callable[..., int]]:
+    """The C library's function ``name`` (glibc's malloc tuning), or None where it has none."""
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):
         return None
 
