@@ -103,27 +103,38 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--docs", type=int, default=16, help="training documents per case")
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--output")
+    parser.add_argument("--output", help="a JSON file; cases it already has are not measured again")
     parser.add_argument("--case", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         print(json.dumps(run_case(args, args.case[0], int(args.case[1]), args.case[2])))
         return
-    rows = []
+    output = Path(args.output) if args.output else None
+    earlier = json.loads(output.read_text()) if output and output.exists() else {"commands": [], "cases": []}
+    commands = [c for c in earlier["commands"] if c != " ".join(sys.argv)] + [" ".join(sys.argv)]
+    rows = earlier["cases"]
+    rows = [row for row in rows if "failed" not in row and row["steps"] == args.steps]  # the others run again
+    done = {(row["config"], row["tokens_per_doc"], row["kind"]) for row in rows}
     for config in args.configs:
         for kind in args.kinds:
             for length in args.lengths:
-                command = [sys.executable, __file__, args.sentences, "--docs", str(args.docs), "--steps", str(args.steps),
-                           "--case", config, str(length), kind]  # fmt: skip
-                done = subprocess.run(command, capture_output=True, text=True)
-                if done.returncode != 0:
-                    rows.append({"config": Path(config).name, "tokens_per_doc": length, "kind": kind,
-                                 "failed": done.returncode, "error": done.stderr.strip().splitlines()[-1:]})  # fmt: skip
-                else:
-                    rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+                if (Path(config).name, length, kind) in done:
+                    continue  # measured by an earlier run into the same --output
+                rows.append(measure(args, config, length, kind))
                 print(json.dumps(rows[-1]), flush=True)
-    if args.output:
-        Path(args.output).write_text(json.dumps({"command": " ".join(sys.argv), "cases": rows}, indent=2) + "\n")
+                if output:  # after each case, so a stopped run keeps what it measured
+                    output.write_text(json.dumps({"commands": commands, "cases": rows}, indent=2) + "\n")
+
+
+def measure(args, config: str, length: int, kind: str) -> dict:
+    """One case in a fresh process (so its peak RSS is its own)."""
+    command = [sys.executable, __file__, args.sentences, "--docs", str(args.docs), "--steps", str(args.steps),
+               "--case", config, str(length), kind]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"config": Path(config).name, "tokens_per_doc": length, "kind": kind,
+                "failed": done.returncode, "error": done.stderr.strip().splitlines()[-1:]}  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
