@@ -50,12 +50,16 @@ KIND_NAMES = {
 
 DATASETS = {
     "cadec": "CADEC",
+    "cadec-discontinuous": "CADEC, its 94 discontinuous test entities (F1 on them alone)",
     "cadec-contiguous": "CADEC, contiguous entities only",
     "genia": "GENIA (trained on 9/10 of its dev split)",
     "conll03": "CoNLL-2003",
     "resume": "Resume (Chinese)",
 }
 BASELINES = {"spancat": "spaCy spancat, MiniLM", "ner": "spaCy ner, MiniLM"}
+# Panels of one figure other than the overall F1: panel -> (dataset, the w2ner key it plots). spaCy's
+# baselines cannot represent a discontinuous entity, so these panels have none.
+METRIC_PANELS = {"cadec-discontinuous": ("cadec", "w2ner_discontinuous_f")}
 # Test F1 not in a JSON here, as README.md ("Accuracy on public benchmarks") cites them.
 CITED_F1 = {
     "cadec": [
@@ -63,6 +67,8 @@ CITED_F1 = {
         ("the paper, BioBERT-base", 73.21, "published"),
         ("TriG-NER, best published", 73.43, "published"),
     ],
+    # adlnlp/trig_ner output/CADEC_Overall_Inference_test_results.json, ent_disc (issue 49)
+    "cadec-discontinuous": [("TriG-NER, its best overall setting", 48.55, "published")],
     "genia": [("the paper, BERT-base, full train split", 81.39, "published")],
     "conll03": [("the paper, BERT-large", 93.07, "published")],
 }
@@ -207,32 +213,35 @@ def test_f1(path: Path) -> float:
 W2NER_ENCODERS = {"": "MiniLM", "-mpnet": "MPNet-base"}
 
 
-def w2ner_row(results: Path, dataset: str, suffix: str = "") -> Optional[Row]:
-    """w2ner with one encoder: its seeds (per seed, mean and std) where
+def w2ner_row(results: Path, dataset: str, suffix: str = "", key: str = "w2ner_f") -> Optional[Row]:
+    """w2ner with one encoder, its figure ``key``: its seeds (per seed, mean and std) where
     <dataset>-w2ner<suffix>-seeds.json exists, else its one run <dataset>-w2ner<suffix>.json."""
     encoder = W2NER_ENCODERS[suffix]
     seeds = results / f"{dataset}-w2ner{suffix}-seeds.json"
     if seeds.exists():
         data = read_json(seeds)
-        per_seed = need(data, seeds, "w2ner_f", "per_seed")
-        spread = (need(data, seeds, "w2ner_f", "mean"), need(data, seeds, "w2ner_f", "std"))
+        per_seed = need(data, seeds, key, "per_seed")
+        spread = (need(data, seeds, key, "mean"), need(data, seeds, key, "std"))
         return Row(f"w2ner, {encoder}, {len(per_seed)} seeds", "w2ner", list(per_seed), spread)
     single = results / f"{dataset}-w2ner{suffix}.json"
-    return Row(f"w2ner, {encoder}", "w2ner", [test_f1(single)]) if single.exists() else None
+    if not single.exists():
+        return None
+    return Row(f"w2ner, {encoder}", "w2ner", [test_f1(single) if key == "w2ner_f" else 100 * need(read_json(single), single, key)])
 
 
-def dataset_rows(results: Path, dataset: str) -> List[Row]:
-    """w2ner (the larger encoder first), the spaCy baselines and the cited figures of one dataset;
-    none without a MiniLM w2ner result."""
-    if w2ner_row(results, dataset) is None:
+def dataset_rows(results: Path, panel: str) -> List[Row]:
+    """w2ner (the larger encoder first), the spaCy baselines and the cited figures of one panel (a
+    dataset, or one of ``METRIC_PANELS``); none without a MiniLM w2ner result."""
+    dataset, key = METRIC_PANELS.get(panel, (panel, "w2ner_f"))
+    if w2ner_row(results, dataset, key=key) is None:
         return []
-    ours = [row for suffix in reversed(W2NER_ENCODERS) if (row := w2ner_row(results, dataset, suffix))]
+    ours = [row for suffix in reversed(W2NER_ENCODERS) if (row := w2ner_row(results, dataset, suffix, key))]
     baselines = [
         Row(label, "spacy", [test_f1(results / f"{dataset}-{system}.json")])
         for system, label in BASELINES.items()
-        if (results / f"{dataset}-{system}.json").exists()
+        if panel not in METRIC_PANELS and (results / f"{dataset}-{system}.json").exists()
     ]
-    cited = [Row(label, kind, [value]) for label, value, kind in CITED_F1.get(dataset, [])]
+    cited = [Row(label, kind, [value]) for label, value, kind in CITED_F1.get(panel, [])]
     return ours + baselines + cited
 
 
@@ -265,7 +274,8 @@ def plot_accuracy_by_seed(results: Path = PROJECT_RESULTS, output: Optional[Path
     same with MPNet-base (``<dataset>-w2ner-mpnet-seeds.json``) where there is one, and
     ``<dataset>-spancat.json`` / ``<dataset>-ner.json`` in ``results`` for the datasets of
     ``DATASETS`` that have a w2ner result; the cited figures are ``CITED_F1``. Only CADEC has
-    several seeds; the other datasets have one run per system. Each panel has its own F1 scale.
+    several seeds; the other datasets have one run per system. CADEC has a second panel, the F1
+    of its discontinuous entities alone (``METRIC_PANELS``). Each panel has its own F1 scale.
     """
     from matplotlib.lines import Line2D
 

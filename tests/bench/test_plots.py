@@ -47,7 +47,8 @@ def assert_readable_png(path: Path) -> None:
 
 
 def accuracy_results(folder: Path) -> Path:
-    write(folder / "cadec-w2ner-seeds.json", {"w2ner_f": {"mean": 69.5, "std": 0.7, "per_seed": [68.8, 69.5, 70.2]}})
+    write(folder / "cadec-w2ner-seeds.json", {"w2ner_f": {"mean": 69.5, "std": 0.7, "per_seed": [68.8, 69.5, 70.2]},
+                                              "w2ner_discontinuous_f": {"mean": 34.0, "std": 2.0, "per_seed": [32.0, 34.0, 36.0]}})  # fmt: skip
     write(folder / "conll03-w2ner.json", {"w2ner_f": 0.80})
     write(folder / "conll03-ner.json", {"ents_f": 0.81})
     return folder
@@ -63,7 +64,8 @@ def test_accuracy_plot_draws_seeds_baselines_and_cited_figures(tmp_path):
         ("spaCy ner, MiniLM", [81.0]),
     ]
     assert plots.dataset_rows(results, "genia") == []  # no w2ner result: no panel
-    write(results / "cadec-w2ner-mpnet-seeds.json", {"w2ner_f": {"mean": 72.5, "std": 0.4, "per_seed": [72.1, 72.5, 72.9]}})
+    write(results / "cadec-w2ner-mpnet-seeds.json", {"w2ner_f": {"mean": 72.5, "std": 0.4, "per_seed": [72.1, 72.5, 72.9]},
+                                                     "w2ner_discontinuous_f": {"mean": 38.0, "std": 5.0, "per_seed": [33.0, 44.0, 37.0]}})  # fmt: skip
     rows = plots.dataset_rows(results, "cadec")
     assert rows[:2] == [
         plots.Row("w2ner, MPNet-base, 3 seeds", "w2ner", [72.1, 72.5, 72.9], (72.5, 0.4)),
@@ -71,6 +73,23 @@ def test_accuracy_plot_draws_seeds_baselines_and_cited_figures(tmp_path):
     ]
     assert_readable_png(plots.plot_accuracy_by_seed(results))
     assert (results / "accuracy-by-seed.png").exists()
+
+
+def test_accuracy_plot_has_a_panel_of_cadecs_discontinuous_entities(tmp_path):
+    results = accuracy_results(tmp_path)
+    write(results / "cadec-w2ner-mpnet-seeds.json", {"w2ner_f": {"mean": 72.5, "std": 0.4, "per_seed": [72.1, 72.5, 72.9]},
+                                                     "w2ner_discontinuous_f": {"mean": 38.0, "std": 5.0, "per_seed": [33.0, 44.0, 37.0]}})  # fmt: skip
+    write(results / "cadec-spancat.json", {"w2ner_f": 0.6})
+    assert plots.dataset_rows(results, "cadec-discontinuous") == [
+        plots.Row("w2ner, MPNet-base, 3 seeds", "w2ner", [33.0, 44.0, 37.0], (38.0, 5.0)),
+        plots.Row("w2ner, MiniLM, 3 seeds", "w2ner", [32.0, 34.0, 36.0], (34.0, 2.0)),
+        plots.Row("TriG-NER, its best overall setting", "published", [48.55]),
+    ]  # no spaCy baseline: it cannot represent a discontinuous entity
+    assert "spaCy spancat, MiniLM" in [row.label for row in plots.dataset_rows(results, "cadec")]
+    assert_readable_png(plots.plot_accuracy_by_seed(results))
+    write(results / "cadec-w2ner-seeds.json", {"w2ner_f": {"mean": 69.5, "std": 0.7, "per_seed": [68.8, 69.5, 70.2]}})
+    with pytest.raises(plots.PlotDataError, match=r"cadec-w2ner-seeds\.json: no key 'w2ner_discontinuous_f'"):
+        plots.dataset_rows(results, "cadec-discontinuous")
 
 
 def test_accuracy_plot_names_the_file_and_key_it_misses(tmp_path):
