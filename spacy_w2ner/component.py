@@ -36,7 +36,7 @@ from .model.grid_scorer import build_for_loading, grid_bytes_per_cell, grid_devi
 from .model.loss import grid_cross_entropy, grid_triplet_loss
 from .model.predictions import segment_grids
 from .model.training_plan import TrainingPlan
-from .model.types import GridBatch, LinkThresholds, check_link_threshold
+from .model.types import CellWeights, GridBatch, LinkThresholds, check_link_threshold
 from .nn.fused_adam import ScaledOptimizer
 from .scorer import score_entities
 
@@ -373,7 +373,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
         """A grid batch's summed cross-entropy, its triplet loss where the config turns it on
         (already divided by the step's cells: ``model.loss.grid_triplet_loss``), the gradient of
         both (divided by the step's ``n_cells``) and its THW conflicts."""
-        targets, weights, conflicts = gold_grids(segments, logits.shape[1], gold)
+        gap_link_weight = self.model.attrs.get("cell_weights", CellWeights()).gap_link
+        targets, weights, conflicts = gold_grids(segments, logits.shape[1], gold, gap_link_weight)
         loss, gradient = grid_cross_entropy(self.model.ops, logits, targets, weights, n_cells)
         triplet, triplet_gradient = grid_triplet_loss(logits, segments, gold, self.model.attrs.get("triplet"), n_cells)
         if triplet_gradient is not None:

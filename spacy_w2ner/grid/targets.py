@@ -18,7 +18,9 @@ their length. Sentences that a gold entity crosses are joined into one region (c
 an entity is never cut by a boundary.
 
 The links of an entity that a window cuts are neither taught as present nor as
-absent (weight 0), so windows never teach that half an entity is no entity.
+absent (weight 0), so windows never teach that half an entity is no entity. The links that
+join a discontinuous entity's fragments across its gap can weigh more than other cells
+(``gap_link_weight``): they are rare, and the grid learns to leave them out.
 """
 from typing import Dict, List, Sequence, Tuple
 
@@ -55,9 +57,10 @@ def gold_entities(
 
 
 def gold_grids(
-    segments: Sequence[Segment], longest: int, gold: Sequence[Sequence[Entity]]
+    segments: Sequence[Segment], longest: int, gold: Sequence[Sequence[Entity]], gap_link_weight: float = 1.0
 ) -> Tuple[np.ndarray, np.ndarray, int]:
-    """Target relation ids and loss weights (1 on valid cells) for a batch of segments.
+    """Target relation ids and loss weights (1 on valid cells, ``gap_link_weight`` on the
+    NNW cells that join an entity's fragments across a gap) for a batch of segments.
 
     ``gold[doc_index]`` holds the doc's gold entities (label ids, doc token indices).
     Returns (targets, weights), both (segments, longest, longest), and the number of
@@ -73,11 +76,21 @@ def gold_grids(
         targets[k, :n, :n], segment_conflicts = encode_grid(inside, n)
         conflicts += segment_conflicts
         weights[k, :n, :n] = 1.0
+        if gap_link_weight != 1.0:
+            for entity in inside:
+                tails, heads = gap_links(entity.tokens)
+                weights[k, tails, heads] = gap_link_weight
         for entity in entities:
             if segment.cuts(entity.tokens):
                 kept = [t - segment.start for t in entity.tokens if segment.start <= t < segment.end]
                 weights[k, kept[:-1], kept[1:]] = 0.0
     return targets, weights, conflicts
+
+
+def gap_links(tokens: Sequence[int]) -> Tuple[List[int], List[int]]:
+    """The (from, to) word pairs of an entity's NNW links that skip words: its gaps."""
+    pairs = [(a, b) for a, b in zip(tokens, tokens[1:]) if b - a > 1]
+    return [a for a, _ in pairs], [b for _, b in pairs]
 
 
 def count_unlearnable(gold: Sequence[Sequence[Entity]], segments: Sequence[Segment]) -> int:

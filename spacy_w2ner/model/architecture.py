@@ -17,7 +17,7 @@ from ..memory import ReleaseEvery
 from ..nn.fused_adam import check_half_dtype
 from .batches import score_docs
 from .grid_scorer import build_grid_scorer, grid_overflowed, grid_scorer_layer
-from .hyperparameters import check_positive_int, triplet_settings, validate_hyperparameters
+from .hyperparameters import cell_weights, check_positive_int, triplet_settings, validate_hyperparameters
 from .padding import add_unpadded
 from .predictions import HostGrids
 from .types import GridBatch, LinkThresholds, ScoredBatch
@@ -47,6 +47,7 @@ def build_w2ner_model(
     triplet_window: int = 25,
     triplet_margin: float = 1.0,
     triplet_mining: str = "centroid",
+    gap_link_weight: float = 1.0,
 ) -> Model[List[Doc], List[GridBatch]]:
     """W2NER: word vectors from ``tok2vec``, one relation grid per sentence or window.
 
@@ -58,8 +59,10 @@ def build_w2ner_model(
     ``mixed_precision`` on CUDA: "float16" (with loss scaling) or "bfloat16" (none needed).
     ``triplet_*``: a grid-level triplet loss beside the cross-entropy in training, off while
     ``triplet_weight`` is 0 (``model.loss.grid_triplet_loss``; TriG-NER's CADEC settings by
-    default otherwise). Every setting is checked here, so a bad config fails when the pipeline
-    is created.
+    default otherwise). ``gap_link_weight``: the cross-entropy's weight on the NNW cells that
+    join a discontinuous entity's fragments across its gap (1: like every cell;
+    ``grid.targets.gold_grids``). Every setting is checked here, so a bad config fails when the
+    pipeline is created.
     """
     hyper = dict(lstm_size=lstm_size, dist_emb_size=dist_emb_size, region_emb_size=region_emb_size,
                  conv_size=conv_size, dilations=list(dilations), biaffine_size=biaffine_size, ffnn_size=ffnn_size,
@@ -81,6 +84,7 @@ def build_w2ner_model(
             "window_overlap": window_overlap,
             "max_grid_cells": max_grid_cells,
             "triplet": triplet,  # a TripletSettings: read by the component's get_loss, not saved with the weights
+            "cell_weights": cell_weights(gap_link_weight),  # a CellWeights: the same
         },
     )
 

@@ -7,7 +7,7 @@ checked here, a bad config fails when the pipeline is created, with the setting 
 from typing import Any, Dict
 
 from ..nn.triplet import MINING
-from .types import TripletSettings
+from .types import CellWeights, TripletSettings
 
 SIZES = ("lstm_size", "dist_emb_size", "region_emb_size", "conv_size", "biaffine_size", "ffnn_size")
 DROPOUTS = ("input_dropout", "conv_dropout", "output_dropout")
@@ -45,3 +45,11 @@ def triplet_settings(weight: Any, window: Any, margin: Any, mining: Any) -> Trip
     if mining not in MINING:
         raise ValueError(f"triplet_mining must be one of {', '.join(MINING)}, got {mining!r}")
     return TripletSettings(float(weight), window, float(margin), mining)
+
+
+def cell_weights(gap_link_weight: Any) -> CellWeights:
+    """The cross-entropy's cell weights, checked: ValueError unless a positive number (1: every
+    cell alike)."""
+    if isinstance(gap_link_weight, bool) or not isinstance(gap_link_weight, (int, float)) or gap_link_weight <= 0:
+        raise ValueError(f"gap_link_weight must be a positive number (1: weighted like every cell), got {gap_link_weight!r}")
+    return CellWeights(float(gap_link_weight))

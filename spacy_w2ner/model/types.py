@@ -90,6 +90,16 @@ class TripletSettings:
         return self.weight > 0
 
 
+@dataclass(frozen=True)
+class CellWeights:
+    """The cross-entropy's weights of kinds of grid cells beside 1: ``gap_link``, the NNW cells
+    that join a discontinuous entity's fragments across its gap (``grid.targets.gold_grids``).
+    Checked by ``hyperparameters.cell_weights``; a dataclass, so not saved with the weights: the
+    config decides."""
+
+    gap_link: float = 1.0
+
+
 def check_link_threshold(name: str, value: Any) -> Optional[float]:
     """``value`` as a float if it can be a link threshold (None, or in (0, 1]); ValueError naming ``name`` if not."""
     if value is None:
