@@ -52,16 +52,14 @@ def build_w2ner_model(
     """W2NER: word vectors from ``tok2vec``, one relation grid per sentence or window.
 
     The defaults (the paper's CADEC settings) are in the ``w2ner`` factory's config.
-    ``max_window`` bounds the grid side (longer stretches are windowed with
-    ``window_overlap`` tokens of overlap); ``max_grid_cells`` bounds segments x
-    longest^2 per torch batch. ``nO`` (the number of relations) is set by the
-    component from its labels. ``mixed_precision_dtype`` is the autocast dtype of
-    ``mixed_precision`` on CUDA: "float16" (with loss scaling) or "bfloat16" (none needed).
-    ``triplet_*``: a grid-level triplet loss beside the cross-entropy in training, off while
-    ``triplet_weight`` is 0 (``model.loss.grid_triplet_loss``; TriG-NER's CADEC settings by
-    default otherwise). ``gap_link_weight``: the cross-entropy's weight on the NNW cells that
-    join a discontinuous entity's fragments across its gap (1: like every cell;
-    ``grid.targets.gold_grids``). Every setting is checked here, so a bad config fails when the
+    ``max_window`` bounds the grid side (longer stretches are windowed with ``window_overlap``
+    tokens of overlap); ``max_grid_cells`` bounds segments x longest^2 per torch batch. ``nO``
+    (the number of relations) is set by the component from its labels.
+    ``mixed_precision_dtype``: the autocast dtype of ``mixed_precision`` on CUDA, "float16" (with
+    loss scaling) or "bfloat16". Training's loss: ``triplet_*``, a grid-level triplet loss beside
+    the cross-entropy, off while ``triplet_weight`` is 0 (``model.loss.grid_triplet_loss``);
+    ``gap_link_weight``, the cross-entropy's weight on the links across an entity's gaps
+    (``grid.targets.gold_grids``). Every setting is checked here: a bad config fails when the
     pipeline is created.
     """
     hyper = dict(lstm_size=lstm_size, dist_emb_size=dist_emb_size, region_emb_size=region_emb_size,
@@ -74,10 +72,7 @@ def build_w2ner_model(
     triplet = triplet_settings(triplet_weight, triplet_window, triplet_margin, triplet_mining)
     grid_scorer = grid_scorer_layer(nO, hyper, mixed_precision, mixed_precision_dtype, grad_scaler_config)
     return Model(
-        "w2ner",
-        _w2ner_forward,
-        init=_w2ner_init,
-        layers=[tok2vec, grid_scorer],
+        "w2ner", _w2ner_forward, init=_w2ner_init, layers=[tok2vec, grid_scorer],
         refs={"tok2vec": tok2vec, "grid_scorer": grid_scorer},
         attrs={
             "max_window": max_window,
