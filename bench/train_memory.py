@@ -76,12 +76,13 @@ def run_case(args, config: str, length: int, kind: str) -> dict:
     overrides = {
         "paths.train": str(work / "train.spacy"), "paths.dev": str(work / "dev.spacy"),
         "training.max_steps": args.steps, "training.max_epochs": 0, "training.eval_frequency": 10**6,
-        "training.logger.progress_bar": False,
+        "training.logger.progress_bar": False, **settings(args.set),
     }  # fmt: skip
     start = time.perf_counter()
     train(Path(config), work / "run", overrides=overrides, use_gpu=-1)
     return {
         "config": Path(config).name,
+        **set_field(args),
         "tokens_per_doc": length,
         "kind": kind,
         "documents": split,
@@ -95,6 +96,28 @@ def run_case(args, config: str, length: int, kind: str) -> dict:
 KINDS = ("no-sentences", "sentences", "sentence-docs")
 
 
+def settings(pairs) -> dict:
+    """``--set`` KEY=VALUE pairs as config overrides (VALUE read as JSON where it is JSON)."""
+    overrides = {}
+    for pair in pairs or []:
+        key, _, value = pair.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return overrides
+
+
+def set_field(args) -> dict:
+    """A case's ``set`` field: its overrides, where it has any."""
+    return {"set": settings(args.set)} if args.set else {}
+
+
+def case_key(row: dict) -> tuple:
+    """What makes a case: the config, its overrides, the length and the kind."""
+    return row["config"], json.dumps(row.get("set", {}), sort_keys=True), row["tokens_per_doc"], row["kind"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sentences", help="a .spacy file of sentences with entities (CADEC's training split)")
@@ -104,6 +127,8 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=16, help="training documents per case")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--output", help="a JSON file; cases it already has are not measured again")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="a config override for every case, e.g. components.w2ner.model.max_grid_cells=32768")
     parser.add_argument("--case", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -114,11 +139,11 @@ def main() -> None:
     commands = [c for c in earlier["commands"] if c != " ".join(sys.argv)] + [" ".join(sys.argv)]
     rows = earlier["cases"]
     rows = [row for row in rows if "failed" not in row and row["steps"] == args.steps]  # the others run again
-    done = {(row["config"], row["tokens_per_doc"], row["kind"]) for row in rows}
+    done = {case_key(row) for row in rows}
     for config in args.configs:
         for kind in args.kinds:
             for length in args.lengths:
-                if (Path(config).name, length, kind) in done:
+                if case_key({"config": Path(config).name, **set_field(args), "tokens_per_doc": length, "kind": kind}) in done:
                     continue  # measured by an earlier run into the same --output
                 rows.append(measure(args, config, length, kind))
                 print(json.dumps(rows[-1]), flush=True)
@@ -129,11 +154,11 @@ def main() -> None:
 def measure(args, config: str, length: int, kind: str) -> dict:
     """One case in a fresh process (so its peak RSS is its own)."""
     command = [sys.executable, __file__, args.sentences, "--docs", str(args.docs), "--steps", str(args.steps),
-               "--case", config, str(length), kind]  # fmt: skip
+               "--case", config, str(length), kind] + [f"--set={pair}" for pair in args.set or []]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        return {"config": Path(config).name, "tokens_per_doc": length, "kind": kind,
-                "failed": done.returncode, "error": done.stderr.strip().splitlines()[-1:]}  # fmt: skip
+        return {"config": Path(config).name, **set_field(args), "tokens_per_doc": length,
+                "kind": kind, "failed": done.returncode, "error": done.stderr.strip().splitlines()[-1:]}  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
