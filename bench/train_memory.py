@@ -18,6 +18,7 @@ of the sentence corpora the project was built on, for comparison.
 import argparse
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,10 @@ def run_case(args, config: str, length: int, kind: str) -> dict:
         "training.logger.progress_bar": False, **settings(args.set),
     }  # fmt: skip
     start = time.perf_counter()
-    train(Path(config), work / "run", overrides=overrides, use_gpu=-1)
+    try:
+        train(Path(config), work / "run", overrides=overrides, use_gpu=-1)
+    finally:
+        shutil.rmtree(work)  # its pipelines: gigabytes a case with MPNet
     return {
         "config": Path(config).name,
         **set_field(args),
