@@ -14,26 +14,14 @@ import spacy
 from spacy.tokens import Doc, DocBin
 
 from spacy_w2ner import get_entities, set_entities
-
-
-def sentence_groups(doc: Doc) -> list:
-    """Token ranges (start, end) of the doc's sentences, joined where an entity crosses them."""
-    ranges = [[sentence.start, sentence.end] for sentence in doc.sents]
-    for entity in get_entities(doc):
-        first, last = min(entity.tokens), max(entity.tokens)
-        inside = [r for r in ranges if r[0] <= last and first < r[1]]
-        if len(inside) > 1:
-            joined = [inside[0][0], inside[-1][1]]
-            ranges = [r for r in ranges if r not in inside] + [joined]
-            ranges.sort()
-    return [tuple(r) for r in ranges]
+from spacy_w2ner.grid.segments import regions_joined_for, sentence_regions
 
 
 def split_sentences(doc: Doc) -> list:
     """One Doc per sentence group, with its entities."""
     entities = get_entities(doc)
     docs = []
-    for start, end in sentence_groups(doc):
+    for start, end in regions_joined_for(sentence_regions(doc), entities)[0]:  # as training grids them
         words = [token.text for token in doc[start:end]]
         spaces = [bool(token.whitespace_) for token in doc[start:end]][:-1] + [False]  # no space after the last
         sentence = Doc(doc.vocab, words=words, spaces=spaces)
