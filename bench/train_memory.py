@@ -18,7 +18,6 @@ of the sentence corpora the project was built on, for comparison.
 import argparse
 import itertools
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,21 +68,20 @@ def run_case(args, config: str, length: int, kind: str) -> dict:
 
     from spacy_w2ner.training import train
 
-    work = Path(tempfile.mkdtemp(prefix="train-memory-"))
-    docs = make_documents(args.sentences, length, args.docs + 2, kind == "sentences", kind == "sentence-docs")
-    split = len(docs) - (10 if kind == "sentence-docs" else 2)
-    DocBin(store_user_data=True, docs=docs[:split]).to_disk(work / "train.spacy")
-    DocBin(store_user_data=True, docs=docs[split:]).to_disk(work / "dev.spacy")
-    overrides = {
-        "paths.train": str(work / "train.spacy"), "paths.dev": str(work / "dev.spacy"),
-        "training.max_steps": args.steps, "training.max_epochs": 0, "training.eval_frequency": 10**6,
-        "training.logger.progress_bar": False, **settings(args.set),
-    }  # fmt: skip
-    start = time.perf_counter()
-    try:
+    # The case's corpus and pipelines (gigabytes a case with MPNet) are removed when it ends.
+    with tempfile.TemporaryDirectory(prefix="train-memory-") as directory:
+        work = Path(directory)
+        docs = make_documents(args.sentences, length, args.docs + 2, kind == "sentences", kind == "sentence-docs")
+        split = len(docs) - (10 if kind == "sentence-docs" else 2)
+        DocBin(store_user_data=True, docs=docs[:split]).to_disk(work / "train.spacy")
+        DocBin(store_user_data=True, docs=docs[split:]).to_disk(work / "dev.spacy")
+        overrides = {
+            "paths.train": str(work / "train.spacy"), "paths.dev": str(work / "dev.spacy"),
+            "training.max_steps": args.steps, "training.max_epochs": 0, "training.eval_frequency": 10**6,
+            "training.logger.progress_bar": False, **settings(args.set),
+        }  # fmt: skip
+        start = time.perf_counter()
         train(Path(config), work / "run", overrides=overrides, use_gpu=-1)
-    finally:
-        shutil.rmtree(work)  # its pipelines: gigabytes a case with MPNet
     return {
         "config": Path(config).name,
         **set_field(args),
