@@ -116,6 +116,8 @@ def bench_config(args, stats_path: Path) -> Path:
         "size": args.batch_size,
         "stats_path": str(stats_path),
         "grid_timers": bool(args.grid_timers),
+        "profile_steps": args.profile_steps,
+        "profile_path": str(Path(args.output).resolve() / "profile.txt"),
     }
     training["logger"]["progress_bar"] = False
     config["corpora"]["dev"]["limit"] = args.dev_limit
@@ -141,6 +143,9 @@ def train(args) -> None:
     from hooks import summarize
 
     output = Path(args.output)
+    # A bench run starts afresh: an earlier run's model (train would refuse it) and profile go.
+    shutil.rmtree(output / "model", ignore_errors=True)
+    (output / "profile.txt").unlink(missing_ok=True)
     stats_path = output / "step-stats.json"
     config_path = bench_config(args, stats_path)
     command = [
@@ -400,6 +405,7 @@ def main() -> None:
     p.add_argument("--grid-timers", type=int, default=0, help="1: time the grid network (adds 4 syncs a step)")
     p.add_argument("--pack-spans", choices=["auto", "false"], default="auto", help="the encoder's pack_spans: auto (probed) or false (padded)")
     p.add_argument("--eval-every", type=int, default=0, help="evaluate (and log the loss) every N steps (0: at the end only)")
+    p.add_argument("--profile-steps", default="", help="FIRST:LAST: torch's profiler over those steps, inside the warm-up (OUTPUT/profile.txt)")
     p.add_argument("--gpu-id", type=int, default=0)
     p.set_defaults(run=train)
 

@@ -5,11 +5,17 @@
   loop, so the time between two batches is one update step.
 - Torch module hooks time the grid network (``GridNetwork``) forward and backward,
   synchronised at its boundaries, for the grid head's share of the time.
+- ``profile_steps`` ("FIRST:LAST"): the loop's own steps FIRST..LAST-1 profiled, torch's
+  profiler over the first half, cProfile over the second (put them in the warm-up: the
+  profilers and their reports stay out of the timed steps), written to ``profile_path``.
 - At exit, the steps, the grid network's time and ``torch.cuda.max_memory_allocated`` go
   to the JSON file named in the batcher's ``stats_path``.
 """
 import atexit
+import cProfile
+import io
 import json
+import pstats
 import time
 from typing import Dict, List
 
@@ -75,18 +81,72 @@ def peak_gpu_mb() -> float:
     return 0.0
 
 
+class StepProfiler:
+    """Over the training loop's steps ``first`` .. ``last - 1`` (batch indices): torch's profiler
+    for the first half (device kernels, host operators), cProfile for the second (the Python
+    functions by own and by cumulative time), their tables written to ``path``."""
+
+    def __init__(self, steps: str, path: str, rows: int = 30):
+        first, last = (int(part) for part in steps.split(":"))
+        if not 0 <= first < last - 1:
+            raise ValueError(f"profile_steps {steps!r}: FIRST:LAST with 0 <= FIRST < LAST - 1")
+        self.first, self.middle, self.last = first, (first + last + 1) // 2, last
+        self.path, self.rows = path, rows
+        self.torch_profiler = self.python_profiler = None
+
+    def at_batch(self, index: int) -> None:
+        """Called as the loop takes batch ``index``, before the batch's time stamp."""
+        if index == self.first:
+            from torch.profiler import ProfilerActivity, profile
+
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+            self.torch_profiler = profile(activities=activities)
+            self.torch_profiler.__enter__()
+        elif index == self.middle and self.torch_profiler is not None:
+            synchronize()
+            self.torch_profiler.__exit__(None, None, None)
+            self._write_torch(self.torch_profiler.key_averages())
+            self.python_profiler = cProfile.Profile()
+            self.python_profiler.enable()
+        elif index == self.last and self.python_profiler is not None:
+            synchronize()
+            self.python_profiler.disable()
+            self._write_python(self.python_profiler)
+
+    def _write_torch(self, averages) -> None:
+        with open(self.path, "w", encoding="utf8") as file:
+            file.write(f"torch profiler, training loop steps {self.first}..{self.middle - 1}: totals over them\n")
+            if torch.cuda.is_available():
+                file.write(f"\n== device time, top {self.rows}\n")
+                file.write(averages.table(sort_by="cuda_time_total", row_limit=self.rows, max_name_column_width=70))
+            file.write(f"\n== host time (self), top {self.rows}\n")
+            file.write(averages.table(sort_by="self_cpu_time_total", row_limit=self.rows, max_name_column_width=70))
+
+    def _write_python(self, profiler) -> None:
+        text = io.StringIO()
+        for order in ("tottime", "cumulative"):
+            text.write(f"\n== cProfile, training loop steps {self.middle}..{self.last - 1}: Python functions by {order}\n")
+            pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(self.rows)
+        with open(self.path, "a", encoding="utf8") as file:
+            file.write(text.getvalue())
+
+
 @registry.batchers("w2ner_bench.timed_batches.v1")
-def timed_batches(size: int, stats_path: str, grid_timers: bool = True):
+def timed_batches(size: int, stats_path: str, grid_timers: bool = True, profile_steps: str = "", profile_path: str = ""):
     """Batches of ``size`` docs (spaCy's ``batch_by_sequence``), each stamped when handed out.
 
-    ``grid_timers`` also times the grid network (four more synchronisations a step)."""
+    ``grid_timers`` also times the grid network (four more synchronisations a step);
+    ``profile_steps`` ("FIRST:LAST") profiles those steps into ``profile_path``."""
     batch_by_sequence = registry.batchers.get("spacy.batch_by_sequence.v1")(size=size, get_length=None)
     if grid_timers:
         install_grid_timers()
+    profiler = StepProfiler(profile_steps, profile_path) if profile_steps else None
     atexit.register(_write, stats_path)
 
     def batcher(items):
         for batch in batch_by_sequence(items):
+            if profiler is not None:
+                profiler.at_batch(len(STATS["batches"]))
             synchronize()
             STATS["batches"].append(
                 {

@@ -8,7 +8,8 @@
 #   diagnose          profile_steps.py: a training step in float32, bfloat16 and float16 (torch's
 #                     profiler: device kernels and host operators), cuDNN deterministic on and off
 #   train-speed       ours, `python -m spacy_w2ner train --gpu-id` timed per step (bench.py train):
-#                     $TRAIN_SETTINGS, each BATCH:PRECISION[:padded] (padded: pack_spans false)
+#                     $TRAIN_SETTINGS, each BATCH:PRECISION[:padded] (padded: pack_spans false);
+#                     $PROFILE_STEPS (FIRST:LAST) profiles those steps of each run
 #   infer-speed       ours: inference at batch 32 and 128 (whole pipeline, encoder alone), the
 #                     $TOKENS-token document (first, again, without sentences)
 #   reference-speed   ljynlp/W2NER with the same encoder, data and batch size: training and
@@ -45,6 +46,9 @@ DIAG_PRECISIONS=${DIAG_PRECISIONS:-"fp32 bf16 fp16"} NONDETERMINISTIC=${NONDETER
 TRAIN_SETTINGS=${TRAIN_SETTINGS:-"12:fp32 12:bf16 $BIG_BATCH:bf16 $BIG_BATCH:fp32"}
 INFER_SETTINGS=${INFER_SETTINGS:-"fp32:32 fp32:128 bf16:32 bf16:128"} REF_BATCHES=${REF_BATCHES:-"12 $BIG_BATCH"}
 PROBE=${PROBE:-1} EVAL_EVERY=${EVAL_EVERY:-0} GRID_TIMERS=${GRID_TIMERS:-0}
+# FIRST:LAST: torch's profiler over those steps of each train-speed run (inside the warm-up),
+# its tables in $RESULTS_DIR/profile-train-bBATCH-PRECISION.txt
+PROFILE_STEPS=${PROFILE_STEPS:-}
 # The GPU tests (pytest -m gpu) of these files, in the gpu-tests stage.
 GPU_TESTS=${GPU_TESTS:-"tests/model/test_training_step.py tests/model/test_gpu_paths.py"}
 # Extra arguments of the accuracy runs (a check of this script on a CPU: a few steps).
@@ -138,7 +142,8 @@ train_speed() {
     [ "${3:-}" = padded ] && pack=false
     step "$name" $BENCH train "$WORK/$name" --encoder "$encoder" --batch-size "$1" --precision "$2" \
       --train $DATA/train.spacy --dev $DATA/dev.spacy --steps "$STEPS" --warmup "$WARMUP" --gpu-id "$GPU_ID" \
-      --pack-spans $pack --eval-every "$EVAL_EVERY" --grid-timers "$GRID_TIMERS"
+      --pack-spans $pack --eval-every "$EVAL_EVERY" --grid-timers "$GRID_TIMERS" --profile-steps "$PROFILE_STEPS"
+    [ -f "$WORK/$name/profile.txt" ] && cp "$WORK/$name/profile.txt" "$RESULTS_DIR/profile-$name.txt"
   done
 }
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "gpu"))
 
 from bench import compare_outputs  # noqa: E402
-from hooks import summarize  # noqa: E402
+from hooks import StepProfiler, summarize  # noqa: E402
 
 
 def batch(time, sentences=12, words=120, grid_calls=0):
@@ -44,6 +44,27 @@ def test_summarize_needs_steps_after_the_warm_up():
 def write_rows(path, rows):
     path.write_text("".join(json.dumps({"words": ["w"], "entities": e}) + "\n" for e in rows))
     return path
+
+
+def test_step_profiler_profiles_the_loops_steps_torch_first_then_python(tmp_path):
+    """PROFILE_STEPS=2:6: torch's profiler over steps 2-3 (its operators), cProfile over 4-5
+    (the Python functions called in those steps only)."""
+    import torch
+
+    def step_four():
+        return torch.ones(3) * 4
+
+    path = tmp_path / "profile.txt"
+    profiler = StepProfiler("2:6", str(path))
+    for index in range(8):
+        profiler.at_batch(index)
+        torch.ones(3).sum() if index < 4 else step_four() if index == 4 else None
+    text = path.read_text()
+    assert text.startswith("torch profiler, training loop steps 2..3")
+    assert "aten::sum" in text.split("== cProfile")[0] and "== host time (self)" in text
+    assert "training loop steps 4..5: Python functions by tottime" in text and "step_four" in text
+    with pytest.raises(ValueError, match="FIRST:LAST"):
+        StepProfiler("3:4", str(path))
 
 
 def test_compare_outputs_names_the_sentences_that_differ(tmp_path):
