@@ -27,9 +27,9 @@ several machines or GPUs.
    H100's measured step of a BERT-base-size w2ner (``GPU_STEP``).
 
 ``gpu`` trains the same config, with the same seed and batches, as one plain process and as
-``torchrun --nproc-per-node 1`` (NCCL for the gradients, gloo for the step's facts), and reports
-whether model-last's weights are equal (bit for bit, or their largest difference) and the seconds
-a step of each.
+``torchrun --nproc-per-node 1`` (NCCL for the gradients, gloo for the step's facts), then plain
+again, and reports whether model-last's weights are equal (bit for bit, or their largest
+difference: torchrun against plain, and plain against itself) and the seconds a step of each.
 """
 import argparse
 import json
@@ -332,18 +332,24 @@ def run_gpu(args) -> Dict:
     work = Path(tempfile.mkdtemp(prefix="train-scaling-gpu-"))
     corpus = spacy_corpus(Path(args.corpus), work)
     extra = {"components.transformer.model.name": str(Path(args.encoder).resolve())} if args.encoder else {}
-    names = {"plain": 0, "torchrun 1 process": 1}
-    runs = {name: timed_run("mpnet", corpus, work / f"run{processes}", args, args.threads, processes, args.gpu_id, extra)
-            for name, processes in names.items()}  # fmt: skip
-    first, second = (weights(work / f"run{processes}" / "run" / "model-last") for processes in names.values())
-    differences = {name: float(abs(first[name] - second[name]).max()) for name in first}
+    cases = {"plain": 0, "torchrun 1 process": 1, "plain, again": 0}  # name: processes under torchrun
+    runs = {name: timed_run("mpnet", corpus, work / f"run{index}", args, args.threads, processes, args.gpu_id, extra)
+            for index, (name, processes) in enumerate(cases.items())}  # fmt: skip
+    found = [weights(work / f"run{index}" / "run" / "model-last") for index in range(len(cases))]
     return {
         "machine": machine(), "command": "bench/train_scaling.py " + " ".join(sys.argv[1:]),
         "backend": "nccl" if args.gpu_id >= 0 else "gloo", "runs": runs,
-        "weights": {"tensors": len(first), "bit_identical": sum(d == 0 for d in differences.values()),
-                    "max_abs_difference": max(differences.values())},
+        "weights": compare_weights(found[0], found[1]),
+        # On a GPU plain train against itself: whether it is deterministic at all (atomics).
+        "weights_plain_against_plain_again": compare_weights(found[0], found[2]),
         "step_time_ratio": round(runs["torchrun 1 process"]["seconds_per_step"] / runs["plain"]["seconds_per_step"], 3),
     }  # fmt: skip
+
+
+def compare_weights(first: Dict, second: Dict) -> Dict:
+    differences = {name: float(abs(first[name] - second[name]).max()) for name in first}
+    return {"tensors": len(first), "bit_identical": sum(d == 0 for d in differences.values()),
+            "max_abs_difference": max(differences.values())}  # fmt: skip
 
 
 def machine() -> Dict:

@@ -56,6 +56,7 @@ output_dropout = 0.33
 max_window = 256
 window_overlap = 64
 max_grid_cells = 32768
+max_grid_padding = null
 mixed_precision = false
 
 [model.tok2vec]

@@ -130,6 +130,8 @@ def bench_config(args, stats_path: Path) -> Path:
         transformer["last_layers"] = args.last_layers
     transformer["pack_spans"] = args.pack_spans == "auto"
     config["components"]["w2ner"]["model"]["mixed_precision"] = mixed
+    if args.max_grid_padding != "config":  # spaCy's configs hold no inf: no limit is 1e9
+        config["components"]["w2ner"]["model"]["max_grid_padding"] = min(float(args.max_grid_padding), 1e9)
     config["components"]["w2ner"]["model"]["mixed_precision_dtype"] = dtype
     path = Path(args.output) / "bench.cfg"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,6 +171,7 @@ def train(args) -> None:
         encoder=encoder_description(args.encoder),
         precision=args.precision,
         pack_spans=args.pack_spans,
+        max_grid_padding=args.max_grid_padding,
         grid_timers=bool(args.grid_timers),
         batch_size=args.batch_size,
         warmup_steps=args.warmup,
@@ -208,6 +211,38 @@ def device_name(gpu_id: int) -> str:
     import torch
 
     return torch.cuda.get_device_name(gpu_id)
+
+
+def grid_batches(args) -> None:
+    """How many grid batches a training step of --batch-size sentences makes, and how many cells
+    they pad, under each of --paddings (max_grid_padding: the CPU's 1.25, a GPU's inf): the
+    batches of a shuffled epoch (Python's random with --seed, as spaCy shuffles), the config's
+    max_grid_cells. Arithmetic only: the same on any machine."""
+    import random
+
+    from spacy.util import load_config
+    from spacy.vocab import Vocab
+
+    from spacy_w2ner.grid.segments import batch_by_cells, segment_docs
+
+    model = load_config(CONFIGS / args.config)["components"]["w2ner"]["model"]
+    docs = read_docs(args.data, Vocab())
+    order = list(range(len(docs)))
+    random.Random(args.seed).shuffle(order)
+    steps = [order[i : i + args.batch_size] for i in range(0, len(order), args.batch_size)][: args.steps or None]
+    result = {"bench": "grid-batches", "data": args.data, "config": args.config, "batch_size": args.batch_size,
+              "steps": len(steps), "max_grid_cells": model["max_grid_cells"]}  # fmt: skip
+    for padding in (float(value) for value in args.paddings.split()):
+        counts, padded, real = [], 0, 0
+        for step in steps:
+            segments = segment_docs([docs[i] for i in step], model["max_window"], model["window_overlap"])
+            batches = list(batch_by_cells(segments, model["max_grid_cells"], padding))
+            counts.append(len(batches))
+            padded += sum(len(batch) * max(s.length for s in batch) ** 2 for batch in batches)
+            real += sum(s.length**2 for s in segments)
+        result[f"max_grid_padding {padding}"] = {"grid_batches_per_step": round(sum(counts) / len(counts), 2), "most_in_a_step": max(counts),
+                        "cells_padded_over_real": round(padded / real, 3)}  # fmt: skip
+    emit(result, args.results)
 
 
 # ---------------------------------------------------------------- inference speed
@@ -405,9 +440,19 @@ def main() -> None:
     p.add_argument("--grid-timers", type=int, default=0, help="1: time the grid network (adds 4 syncs a step)")
     p.add_argument("--pack-spans", choices=["auto", "false"], default="auto", help="the encoder's pack_spans: auto (probed) or false (padded)")
     p.add_argument("--eval-every", type=int, default=0, help="evaluate (and log the loss) every N steps (0: at the end only)")
+    p.add_argument("--max-grid-padding", default="config", help="w2ner's max_grid_padding (a number, inf; config: the config's)")
     p.add_argument("--profile-steps", default="", help="FIRST:LAST: torch's profiler over those steps, inside the warm-up (OUTPUT/profile.txt)")
     p.add_argument("--gpu-id", type=int, default=0)
     p.set_defaults(run=train)
+
+    p = commands.add_parser("grid-batches")
+    p.add_argument("data")
+    p.add_argument("--config", default="w2ner_mpnet_gpu.cfg")
+    p.add_argument("--batch-size", type=int, default=12)
+    p.add_argument("--steps", type=int, default=0, help="the first N steps (0: the whole epoch)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--paddings", default="1.25 2 4 inf", help="max_grid_padding values, space-separated")
+    p.set_defaults(run=grid_batches)
 
     for name, function in (("infer", infer), ("long-doc", long_doc), ("compare", compare), ("predict-entities", predict_entities)):
         p = commands.add_parser(name)

@@ -8,7 +8,8 @@
 #   diagnose          profile_steps.py: a training step in float32, bfloat16 and float16 (torch's
 #                     profiler: device kernels and host operators), cuDNN deterministic on and off
 #   train-speed       ours, `python -m spacy_w2ner train --gpu-id` timed per step (bench.py train):
-#                     $TRAIN_SETTINGS, each BATCH:PRECISION[:padded] (padded: pack_spans false);
+#                     $TRAIN_SETTINGS, each BATCH:PRECISION[:padded][:gN] (padded: pack_spans false;
+#                     gN: max_grid_padding N, e.g. g1.25 the CPU's rule, ginf none);
 #                     $PROFILE_STEPS (FIRST:LAST) profiles those steps of each run
 #   infer-speed       ours: inference at batch 32 and 128 (whole pipeline, encoder alone), the
 #                     $TOKENS-token document (first, again, without sentences)
@@ -135,14 +136,18 @@ diagnose() {
 
 train_speed() {
   local encoder; encoder=$(speed_encoder)
-  for setting in $TRAIN_SETTINGS; do  # BATCH:PRECISION[:padded]
+  for setting in $TRAIN_SETTINGS; do  # BATCH:PRECISION[:padded][:gN] (gN: max_grid_padding N)
     set -- ${setting//:/ }
     [ "$GPU_ID" -lt 0 ] && [ "$2" != fp32 ] && continue
-    local name="train-b$1-$2${3:+-$3}" pack=auto
-    [ "${3:-}" = padded ] && pack=false
+    local name="train-b$1-$2" pack=auto grid_padding=config option
+    for option in "${@:3}"; do
+      name="$name-$option"
+      case $option in padded) pack=false ;; g*) grid_padding=${option#g} ;; esac
+    done
     step "$name" $BENCH train "$WORK/$name" --encoder "$encoder" --batch-size "$1" --precision "$2" \
       --train $DATA/train.spacy --dev $DATA/dev.spacy --steps "$STEPS" --warmup "$WARMUP" --gpu-id "$GPU_ID" \
-      --pack-spans $pack --eval-every "$EVAL_EVERY" --grid-timers "$GRID_TIMERS" --profile-steps "$PROFILE_STEPS"
+      --pack-spans $pack --max-grid-padding "$grid_padding" --eval-every "$EVAL_EVERY" --grid-timers "$GRID_TIMERS" \
+      --profile-steps "$PROFILE_STEPS"
     [ -f "$WORK/$name/profile.txt" ] && cp "$WORK/$name/profile.txt" "$RESULTS_DIR/profile-$name.txt"
   done
 }

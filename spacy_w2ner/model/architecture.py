@@ -17,7 +17,7 @@ from ..memory import ReleaseEvery
 from ..nn.fused_adam import check_half_dtype
 from .batches import score_docs
 from .grid_scorer import build_grid_scorer, grid_overflowed, grid_scorer_layer
-from .hyperparameters import cell_weights, check_positive_int, triplet_settings, validate_hyperparameters
+from .hyperparameters import cell_weights, check_positive_int, grid_padding_setting, triplet_settings, validate_hyperparameters
 from .padding import add_unpadded
 from .predictions import HostGrids
 from .types import GridBatch, LinkThresholds, ScoredBatch
@@ -48,13 +48,14 @@ def build_w2ner_model(
     triplet_margin: float = 1.0,
     triplet_mining: str = "centroid",
     gap_link_weight: float = 1.0,
+    max_grid_padding: Optional[float] = None,
 ) -> Model[List[Doc], List[GridBatch]]:
     """W2NER: word vectors from ``tok2vec``, one relation grid per sentence or window.
 
     The defaults (the paper's CADEC settings) are in the ``w2ner`` factory's config.
     ``max_window`` bounds the grid side (longer stretches are windowed with ``window_overlap``
-    tokens of overlap); ``max_grid_cells`` bounds segments x longest^2 per torch batch. ``nO``
-    (the number of relations) is set by the component from its labels.
+    tokens of overlap); ``max_grid_cells`` bounds segments x longest^2 per torch batch and
+    ``max_grid_padding`` its padding (``padding.grid_padding_limit``); the component sets ``nO``.
     ``mixed_precision_dtype``: the autocast dtype of ``mixed_precision`` on CUDA, "float16" (with
     loss scaling) or "bfloat16". Training's loss: ``triplet_*``, a grid-level triplet loss beside
     the cross-entropy, off while ``triplet_weight`` is 0 (``model.loss.grid_triplet_loss``);
@@ -75,9 +76,8 @@ def build_w2ner_model(
         "w2ner", _w2ner_forward, init=_w2ner_init, layers=[tok2vec, grid_scorer],
         refs={"tok2vec": tok2vec, "grid_scorer": grid_scorer},
         attrs={
-            "max_window": max_window,
-            "window_overlap": window_overlap,
-            "max_grid_cells": max_grid_cells,
+            "max_window": max_window, "window_overlap": window_overlap, "max_grid_cells": max_grid_cells,
+            "max_grid_padding": grid_padding_setting(max_grid_padding),
             "triplet": triplet,  # a TripletSettings: read by the component's get_loss, not saved with the weights
             "cell_weights": cell_weights(gap_link_weight),  # a CellWeights: the same
         },

@@ -4,7 +4,7 @@ A bad setting (an odd ``lstm_size``, an empty ``dilations``, a dropout of 1) wou
 otherwise surface deep inside torch at ``initialize``, or as a silently broken model;
 checked here, a bad config fails when the pipeline is created, with the setting named.
 """
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from ..nn.triplet import MINING
 from .types import CellWeights, TripletSettings
@@ -32,6 +32,16 @@ def check_positive_int(name: str, value: Any) -> None:
     """ValueError naming the setting unless ``value`` is an int of at least 1 (a bool is not)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def grid_padding_setting(value: Any) -> Optional[float]:
+    """``max_grid_padding``, checked: null, or a number of at least 1 (a batch's padded cells over
+    its segments' own), else ValueError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1:
+        raise ValueError(f"max_grid_padding must be null or a number of at least 1 (padded cells over the segments' own), got {value!r}")
+    return float(value)
 
 
 def triplet_settings(weight: Any, window: Any, margin: Any, mining: Any) -> TripletSettings:

@@ -18,10 +18,11 @@ SPLIT_CELLS = 100
 WHOLE_CELLS = 10_000
 
 
-def _pipeline(max_grid_cells: int, mixed_precision: bool = False, max_window: int = 256, dropout=None):
+def _pipeline(max_grid_cells: int, mixed_precision: bool = False, max_window: int = 256, dropout=None, max_grid_padding=None):
     spacy.util.fix_random_seed(0)
     nlp = spacy.blank("en")
-    model = {**SMALL_W2NER_CONFIG["model"], "max_grid_cells": max_grid_cells, "max_window": max_window, "window_overlap": 2}
+    model = {**SMALL_W2NER_CONFIG["model"], "max_grid_cells": max_grid_cells, "max_window": max_window, "window_overlap": 2,
+             "max_grid_padding": max_grid_padding}  # fmt: skip
     if dropout is not None:
         model.update(input_dropout=dropout, conv_dropout=dropout, output_dropout=dropout)
     if mixed_precision:
@@ -97,6 +98,32 @@ def test_windows_of_an_unsegmented_document_add_their_gradients_as_before():
     loss, found = _step_by_batch(nlp, examples)
     assert loss == pytest.approx(expected_loss, rel=1e-6)
     _assert_close(found, expected)
+
+
+def test_unlimited_grid_padding_makes_one_batch_with_the_same_loss_gradients_and_predictions():
+    """max_grid_padding (a GPU's default is no limit): eight sentences of 12 words and one of 39
+    in one grid batch instead of two, with the same loss and gradients (dropout off) and
+    predictions."""
+    short = "She had a dull ache in her lower back and knees ."
+    long = " ".join([short] * 3) + " Severe pain ."
+    data = [(short, [("SYM", (4,))])] * 8 + [(long, [("SYM", (4,)), ("SYM", (37,))])]
+    runs = {}
+    for padding in (1.25, 1e9):
+        nlp, _ = _pipeline(100_000, dropout=0.0, max_grid_padding=padding)
+        examples = make_examples(nlp, data)
+        calls = []
+        _grid_module(nlp).register_forward_hook(lambda *_: calls.append(1))
+        predicted = [[(s.start, s.end, s.label_) for s in doc.spans["w2ner"]] for doc in nlp.pipe([short] * 8 + [long])]
+        scores = [list(doc.spans["w2ner"].attrs["scores"]) for doc in nlp.pipe([short] * 8 + [long])]
+        calls.clear()
+        loss, gradients = _step_by_batch(nlp, examples)
+        runs[padding] = (len(calls), loss, gradients, predicted, scores)
+    (cpu_batches, cpu_loss, cpu_grads, cpu_found, cpu_scores), (batches, loss, grads, found, scores) = runs.values()
+    assert cpu_batches == 2 and batches == 1
+    assert loss == pytest.approx(cpu_loss, rel=1e-6)
+    _assert_close(grads, cpu_grads)
+    assert found == cpu_found
+    np.testing.assert_allclose(sum(scores, []), sum(cpu_scores, []), atol=1e-5)
 
 
 def test_each_grid_batchs_backward_pass_runs_before_the_next_batch_is_scored():

@@ -382,6 +382,7 @@ def test_thw_conflicts_are_warned_once_and_counted():
         ("max_window", 0, "max_window must be at least 1"),
         ("window_overlap", 256, "window_overlap must be in"),
         ("max_grid_cells", 0, "max_grid_cells must be a positive int"),
+        ("max_grid_padding", 0.5, "max_grid_padding must be null or a number of at least 1"),
     ],
 )
 def test_bad_model_settings_fail_when_the_pipe_is_created(setting, value, message):

@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "gpu"))
 
-from bench import compare_outputs  # noqa: E402
+from bench import compare_outputs, grid_batches  # noqa: E402
 from hooks import StepProfiler, summarize  # noqa: E402
 
 
@@ -65,6 +65,24 @@ def test_step_profiler_profiles_the_loops_steps_torch_first_then_python(tmp_path
     assert "training loop steps 4..5: Python functions by tottime" in text and "step_four" in text
     with pytest.raises(ValueError, match="FIRST:LAST"):
         StepProfiler("3:4", str(path))
+
+
+def test_grid_batches_counts_a_steps_batches_under_each_padding_limit(tmp_path):
+    """Steps of 4 sentences of 3 to 40 words: several grid batches at 1.25, one without a limit,
+    and the cells that costs."""
+    from spacy.tokens import Doc, DocBin
+    from spacy.vocab import Vocab
+
+    vocab = Vocab()
+    data = tmp_path / "train.spacy"
+    DocBin(docs=[Doc(vocab, words=["w"] * n) for n in (3, 40, 12, 30, 35, 5, 8, 40)]).to_disk(data)
+    results = tmp_path / "results.jsonl"
+    grid_batches(Namespace(data=str(data), config="w2ner_mpnet_gpu.cfg", batch_size=4, steps=0, seed=0,
+                           paddings="1.25 inf", results=str(results)))  # fmt: skip
+    found = json.loads(results.read_text())
+    cpu, gpu = found["max_grid_padding 1.25"], found["max_grid_padding inf"]
+    assert found["steps"] == 2 and gpu["grid_batches_per_step"] == 1.0 and cpu["grid_batches_per_step"] > 1.0
+    assert gpu["cells_padded_over_real"] > cpu["cells_padded_over_real"] >= 1.0
 
 
 def test_compare_outputs_names_the_sentences_that_differ(tmp_path):
