@@ -47,8 +47,8 @@ DIAG_PRECISIONS=${DIAG_PRECISIONS:-"fp32 bf16 fp16"} NONDETERMINISTIC=${NONDETER
 TRAIN_SETTINGS=${TRAIN_SETTINGS:-"12:fp32 12:bf16 $BIG_BATCH:bf16 $BIG_BATCH:fp32"}
 INFER_SETTINGS=${INFER_SETTINGS:-"fp32:32 fp32:128 bf16:32 bf16:128"} REF_BATCHES=${REF_BATCHES:-"12 $BIG_BATCH"}
 PROBE=${PROBE:-1} EVAL_EVERY=${EVAL_EVERY:-0} GRID_TIMERS=${GRID_TIMERS:-0}
-# FIRST:LAST: torch's profiler over those steps of each train-speed run (inside the warm-up),
-# its tables in $RESULTS_DIR/profile-train-bBATCH-PRECISION.txt
+# FIRST:LAST: those steps of each train-speed run profiled (inside the warm-up; torch's profiler
+# over the first half, cProfile over the second), in $RESULTS_DIR/profile-train-bBATCH-PRECISION.txt
 PROFILE_STEPS=${PROFILE_STEPS:-}
 # The GPU tests (pytest -m gpu) of these files, in the gpu-tests stage.
 GPU_TESTS=${GPU_TESTS:-"tests/model/test_training_step.py tests/model/test_gpu_paths.py"}
