@@ -247,6 +247,43 @@ def grid_batches(args) -> None:
     emit(result, args.results)
 
 
+def step_ops(args) -> None:
+    """Torch operators a training step dispatches, by max_grid_padding (each of --paddings), counted
+    by torch's profiler over --steps steps of --batch-size CADEC sentences: on a GPU each is a
+    kernel launch or more, and the host's time per operator is what bounds a GPU's step. The
+    config's w2ner and grid network with --encoder (its layers only change the encoder's share)."""
+    import spacy
+    from spacy.training import Example
+    from torch.profiler import ProfilerActivity, profile
+
+    use_device(args.gpu_id)
+    result = {"bench": "step-ops", "config": args.config, "encoder": encoder_description(args.encoder),
+              "batch_size": args.batch_size, "steps": args.steps, "device": device_name(args.gpu_id)}  # fmt: skip
+    for padding in args.paddings.split():
+        spacy.util.fix_random_seed(0)
+        config = spacy.util.load_config(CONFIGS / args.config)
+        config["components"]["transformer"]["model"]["name"] = str(Path(args.encoder).resolve())
+        config["components"]["w2ner"]["model"]["max_grid_padding"] = float(padding)
+        nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+        examples = [Example(blank_copy(doc, nlp.vocab), doc) for doc in read_docs(args.data, nlp.vocab)]
+        optimizer = nlp.initialize(lambda: examples[:200])
+        batches = [examples[i : i + args.batch_size] for i in range(0, (args.steps + 2) * args.batch_size, args.batch_size)]
+        for batch in batches[:2]:  # warm-up
+            nlp.update(batch, sgd=optimizer)
+        grid_calls = []
+        grid = nlp.get_pipe("w2ner").model.get_ref("grid_scorer").layers[0].shims[0]._model
+        grid.register_forward_hook(lambda *_: grid_calls.append(1))
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for batch in batches[2:]:
+                nlp.update(batch, sgd=optimizer)
+        ops = [event for event in prof.key_averages() if event.key.startswith("aten::")]
+        result[f"max_grid_padding {padding}"] = {
+            "aten_ops_per_step": round(sum(event.count for event in ops) / args.steps, 1),
+            "grid_batches_per_step": round(len(grid_calls) / args.steps, 2),
+        }
+    emit(result, args.results)
+
+
 # ---------------------------------------------------------------- inference speed
 def infer(args) -> None:
     """Sentences/s of the whole pipeline and of the encoder alone on pre-tokenized docs."""
@@ -455,6 +492,16 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--paddings", default="1.25 2 4 inf", help="max_grid_padding values, space-separated")
     p.set_defaults(run=grid_batches)
+
+    p = commands.add_parser("step-ops")
+    p.add_argument("data")
+    p.add_argument("--encoder", required=True)
+    p.add_argument("--config", default="w2ner_mpnet_gpu.cfg")
+    p.add_argument("--batch-size", type=int, default=12)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--paddings", default="1.25 1e9", help="max_grid_padding values, space-separated")
+    p.add_argument("--gpu-id", type=int, default=-1)
+    p.set_defaults(run=step_ops)
 
     for name, function in (("infer", infer), ("long-doc", long_doc), ("compare", compare), ("predict-entities", predict_entities)):
         p = commands.add_parser(name)
