@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -247,30 +247,42 @@ def grid_batches(args) -> None:
     emit(result, args.results)
 
 
+def training_pipeline(config_name: str, encoder: str, train: str, edit: Callable[[Dict], None] = lambda config: None):
+    """The project config ``config_name`` with ``encoder`` as its transformer (``edit`` changes the
+    config further), built and initialized on ``train``'s first 200 sentences, seed 0: the
+    pipeline, ``train``'s examples and the optimizer."""
+    import spacy
+    from spacy.training import Example
+
+    spacy.util.fix_random_seed(0)
+    config = spacy.util.load_config(CONFIGS / config_name)
+    config["components"]["transformer"]["model"]["name"] = str(Path(encoder).resolve())
+    edit(config)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    examples = [Example(blank_copy(doc, nlp.vocab), doc) for doc in read_docs(train, nlp.vocab)]
+    return nlp, examples, nlp.initialize(lambda: examples[:200])
+
+
 def step_ops(args) -> None:
     """Torch operators a training step dispatches, by max_grid_padding (each of --paddings), counted
     by torch's profiler over --steps steps of --batch-size CADEC sentences: on a GPU each is a
     kernel launch or more, and the host's time per operator is what bounds a GPU's step. The
     config's w2ner and grid network with --encoder (its layers only change the encoder's share)."""
-    import spacy
-    from spacy.training import Example
     from torch.profiler import ProfilerActivity, profile
 
     use_device(args.gpu_id)
     result = {"bench": "step-ops", "config": args.config, "encoder": encoder_description(args.encoder),
               "batch_size": args.batch_size, "steps": args.steps, "device": device_name(args.gpu_id)}  # fmt: skip
     for padding in args.paddings.split():
-        spacy.util.fix_random_seed(0)
-        config = spacy.util.load_config(CONFIGS / args.config)
-        config["components"]["transformer"]["model"]["name"] = str(Path(args.encoder).resolve())
-        config["components"]["w2ner"]["model"]["max_grid_padding"] = float(padding)
-        nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
-        examples = [Example(blank_copy(doc, nlp.vocab), doc) for doc in read_docs(args.data, nlp.vocab)]
-        optimizer = nlp.initialize(lambda: examples[:200])
+
+        def edit(config, padding=float(padding)):
+            config["components"]["w2ner"]["model"]["max_grid_padding"] = padding
+
+        nlp, examples, optimizer = training_pipeline(args.config, args.encoder, args.data, edit)
         batches = [examples[i : i + args.batch_size] for i in range(0, (args.steps + 2) * args.batch_size, args.batch_size)]
         for batch in batches[:2]:  # warm-up
             nlp.update(batch, sgd=optimizer)
-        grid_calls = []
+        grid_calls = []  # a forward hook alone: the grid timers' backward hooks add operators
         grid = nlp.get_pipe("w2ner").model.get_ref("grid_scorer").layers[0].shims[0]._model
         grid.register_forward_hook(lambda *_: grid_calls.append(1))
         with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -37,26 +37,21 @@ def main() -> None:
     parser.add_argument("--output", default="")
     args = parser.parse_args()
 
-    import spacy
     import torch
-    from spacy.training import Example
 
-    from bench import CONFIGS, PRECISIONS, blank_copy, read_docs, use_device
+    from bench import PRECISIONS, training_pipeline, use_device
     from hooks import synchronize
 
     device = use_device(args.gpu_id)
-    spacy.util.fix_random_seed(0)
-    torch.backends.cudnn.deterministic = bool(args.deterministic)
-    config = spacy.util.load_config(CONFIGS / args.config)
     mixed, dtype = PRECISIONS[args.precision]
-    transformer = config["components"]["transformer"]["model"]
-    transformer["name"] = str(Path(args.encoder).resolve())
-    for block in (transformer, config["components"]["w2ner"]["model"]):
-        block["mixed_precision"], block["mixed_precision_dtype"] = mixed, dtype
-    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
-    gold = read_docs(args.train, nlp.vocab)
-    examples = [Example(blank_copy(doc, nlp.vocab), doc) for doc in gold]
-    optimizer = nlp.initialize(lambda: examples[:200])
+
+    def edit(config):
+        for block in (config["components"]["transformer"]["model"], config["components"]["w2ner"]["model"]):
+            block["mixed_precision"], block["mixed_precision_dtype"] = mixed, dtype
+
+    nlp, examples, optimizer = training_pipeline(args.config, args.encoder, args.train, edit)
+    # After the seed: spaCy's fix_random_seed turns cuDNN's deterministic mode on.
+    torch.backends.cudnn.deterministic = bool(args.deterministic)
     batches = [examples[i : i + args.batch_size] for i in range(0, len(examples), args.batch_size)]
 
     def steps(first: int) -> float:
