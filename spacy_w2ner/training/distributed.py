@@ -25,6 +25,7 @@ result (and the Python random state it left) from it. Each process keeps its num
 random states (``randomness.py``); at every checkpoint the processes compare a checksum of every
 parameter (``check_weights_agree``).
 """
+import importlib
 import os
 import pickle
 import socket
@@ -94,6 +95,7 @@ class Cluster:
             return cls()
         owns = not dist.is_initialized()
         if owns:
+            _import_modules_holding_the_world()
             if gpu_id >= 0:
                 torch.cuda.set_device(gpu_id)
             _init_process_group("nccl" if gpu_id >= 0 else "gloo")
@@ -109,6 +111,12 @@ class Cluster:
         return self.rank == 0
 
     def close(self) -> None:
+        """Leave the run: the process group this process created is destroyed, and its threads
+        (gloo's) end here rather than while Python shuts down, where a thread that outlives the
+        interpreter aborts the process ("terminate called without an active exception").
+        ``destroy_process_group`` ends a group only once nothing holds it: the cluster lets go
+        of its groups first."""
+        self.group = self.cpu_group = None
         if self.owns_group and dist.is_initialized():
             dist.destroy_process_group()
 
@@ -221,6 +229,17 @@ def check_world_size(checkpoint, world_size: int, force_resume: bool, say: Calla
             f"to go on with {world_size} (the same batches and updates to float rounding; dropout draws other masks)"
         )
     say(f"{written} (--force-resume): the same batches and updates to float rounding; dropout draws other masks")
+
+
+def _import_modules_holding_the_world() -> None:
+    """Import, before the process group exists, the torch modules that keep the group alive once
+    imported: ``torch.distributed.nn.functional``'s collectives take ``group.WORLD`` as it is at
+    import time for their default group, and spacy-transformers imports them (through
+    transformers and torch._dynamo) as the pipeline is built. Imported after the group is made,
+    they hold it past ``destroy_process_group``, and its gloo threads are then ended while
+    Python shuts down, which now and then aborts the process (SIGABRT, "terminate called
+    without an active exception"). Imported first, their default is None: the same group."""
+    importlib.import_module("torch.distributed.nn.functional")
 
 
 def _init_process_group(backend: str) -> None:

@@ -3,6 +3,7 @@ processes' gradients add up to one process's, and the collectives in two real gl
 (gradients summed in buckets, a process with nothing in a step, batches, weights and errors
 compared). Whole runs under torchrun and Ray are in test_distributed_runs.py (slow)."""
 import json
+import os
 import re
 from pathlib import Path
 
@@ -154,6 +155,37 @@ def test_python_random_must_be_the_same_in_every_process():
     check_same_python_random([{"python": [3, [1, 2], None]}] * 2)
     with pytest.raises(DistributedError, match="differs between process 0 and process 1"):
         check_same_python_random([{"python": [3, [1, 2], None]}, {"python": [3, [1, 3], None]}])
+
+
+LEAVE_THE_RUN = """
+import os, sys
+from spacy_w2ner.training.distributed import Cluster
+
+cluster = Cluster.start(-1)
+cluster.barrier()
+import spacy_transformers  # as building a transformer pipeline imports it, after the group is made
+cluster.close()
+print(sorted(name for name in (open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task"))
+             if "gloo" in name))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process's threads from /proc")
+def test_a_process_that_leaves_its_run_has_no_gloo_thread_left(tmp_path):
+    """Cluster.close ends the process group's threads, even where torch modules imported after
+    the group was made keep a reference to it (torch.distributed.nn.functional's defaults): a
+    gloo thread alive while Python shuts down now and then aborts the process (SIGABRT)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    done = subprocess.run([sys.executable, "-c", LEAVE_THE_RUN], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 # ---------------------------------------------------------------- two gloo processes
