@@ -136,13 +136,18 @@ def segment_docs(
     ]
 
 
+# A group is closed once padding it would cost more than this many times its members' own cost
+# (a grid's cells, an encoder's tokens): padding costs a CPU what real work does.
+MAX_PADDING = 1.25
+
+
 def group_by_length(
     lengths: Sequence[int],
     cost: Callable[[int], int],
     *,
     max_cost: Optional[int] = None,
     max_items: Optional[int] = None,
-    max_padding: float = 1.25,
+    max_padding: float = MAX_PADDING,
     min_cost: int = 1024,
 ) -> Iterator[List[int]]:
     """Indices of items grouped by length, shortest first, so that padding a group to its
@@ -175,7 +180,7 @@ def group_by_length(
 def batch_by_cells(
     segments: Sequence[Segment],
     max_cells: int,
-    max_padding: float = 1.25,
+    max_padding: float = MAX_PADDING,
     min_cells: int = 1024,
 ) -> Iterator[List[Segment]]:
     """Group segments of similar length so that batch size x longest^2 <= max_cells

@@ -13,7 +13,7 @@ import numpy as np
 from thinc.api import NumpyOps
 from thinc.types import Floats2d, Floats3d, Ints1d
 
-from ..grid.segments import Segment
+from ..grid.segments import MAX_PADDING, Segment
 from .types import PaddingRows
 
 
@@ -22,11 +22,6 @@ def grid_length_multiple(ops) -> int:
     kernel selection the first time it is met (the padding is masked: results do not
     change), 1 on a CPU, where padding only costs cells."""
     return 1 if isinstance(ops, NumpyOps) else 8
-
-
-# A CPU's grid batch is closed once padding would cost more than this many times the
-# segments' own cells (``grid.segments.group_by_length``).
-CPU_GRID_PADDING = 1.25
 
 
 def grid_padding_limit(ops, configured: Optional[float]) -> float:
@@ -38,7 +33,7 @@ def grid_padding_limit(ops, configured: Optional[float]) -> float:
     bench/results/gpu-h100-2026-11-26b). ``max_grid_cells`` bounds a batch either way."""
     if configured is not None:
         return float(configured)
-    return CPU_GRID_PADDING if isinstance(ops, NumpyOps) else float("inf")
+    return MAX_PADDING if isinstance(ops, NumpyOps) else float("inf")
 
 
 def all_word_vectors(ops, vectors: Sequence[Floats2d]) -> Tuple[Floats2d, np.ndarray]:
