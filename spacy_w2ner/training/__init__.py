@@ -52,12 +52,12 @@ def train(
     with show_validation_error(config_path):
         config = util.load_config(config_path, overrides=overrides, interpolate=False)
     cluster = Cluster.start(use_gpu)
+    run = RunDirectory(output)
     try:
         with _quiet_unless(cluster.is_main, stdout, stderr) as (stdout, stderr):
             if restarted_by_launcher() and not resume:
                 print(info_line("restarted by the launcher after a failure: resuming from the newest checkpoint"))
                 resume = True
-            run = RunDirectory(output)
             checkpoint = cluster.on_main(lambda: _prepare(run, config, resume, force_resume, cluster.world_size))
             cluster.check_same_run_directory(run.path / RUN_FILE)
             nlp = _initialized(config_path, config, use_gpu)
@@ -66,12 +66,14 @@ def train(
                 force_resume=force_resume, stdout=stdout, stderr=stderr, cluster=cluster,
             )  # fmt: skip
     finally:
+        run.release()
         cluster.close()
 
 
 def _prepare(run: RunDirectory, config, resume: bool, force_resume: bool, world_size: int):
-    """The run directory checked and started; the checkpoint to resume from (or None)."""
+    """The run directory held, checked and started; the checkpoint to resume from (or None)."""
     say = lambda line: print(info_line(line))  # noqa: E731
+    run.hold()
     checkpoint = run.prepare(config, resume or force_resume, force_resume, say)
     check_world_size(checkpoint, world_size, force_resume, say)
     run.start(config, checkpoint)

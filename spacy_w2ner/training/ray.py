@@ -79,6 +79,8 @@ def _check_before_starting(config_path: Path, overrides: dict, run: RunDirectory
 
     with show_validation_error(config_path):
         config = util.load_config(config_path, overrides=overrides, interpolate=False)
+    run.hold()  # a run still training there is refused here; the first worker holds it while it trains
+    run.release()
     checkpoint = run.prepare(config, resume or force_resume, force_resume, lambda line: None)
     check_world_size(checkpoint, world_size, force_resume, lambda line: None)
 

@@ -104,6 +104,31 @@ def test_an_output_directory_with_another_run_is_refused(uninterrupted, corpus, 
     assert "holds model-best from a run without checkpoints (spacy train's?)" in result.stderr
 
 
+def test_a_run_still_training_in_the_output_directory_is_refused_naming_its_process(uninterrupted, corpus, tmp_path):
+    """A resume started while the run still trains (a requeued job, a second terminal) stops
+    before it writes anything, naming the process that trains."""
+    import os
+    import socket
+
+    from spacy_w2ner.training.run import RunDirectory
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(uninterrupted, run_dir)
+    (run_dir / "run.json").write_text(re.sub(r'"finished": true', '"finished": false', (run_dir / "run.json").read_text()))
+    before = {path: path.stat().st_mtime_ns for path in run_dir.rglob("*") if path.name != "lock"}
+    training = RunDirectory(run_dir)
+    training.hold()
+    try:
+        result = cli("train", *train_command(run_dir, corpus, "--resume")[4:], code=1)
+    finally:
+        training.release()
+    assert result.stderr.strip() == (
+        f"error: {run_dir} is in use by a run that is still training (process {os.getpid()} on {socket.gethostname()}): "
+        f"wait for it to end, stop it (touch {run_dir / 'STOP'}), or choose another --output"
+    )
+    assert {path: path.stat().st_mtime_ns for path in run_dir.rglob("*") if path.name != "lock"} == before
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_MINILM, reason="needs the bundled MiniLM encoder")
 def test_a_transformer_run_killed_after_a_checkpoint_ends_as_the_uninterrupted_one(tmp_path, corpus):
