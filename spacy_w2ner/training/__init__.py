@@ -12,6 +12,7 @@ functions, in one module per piece:
 * ``randomness``: the random generators' states, and their seeds in each process of a run;
 * ``checkpoints``: what a checkpoint holds, written atomically, checked when read, the newest kept;
 * ``run``: the output directory: whose run it is, what changed, model-best and model-last;
+* ``lock``: an output directory written by one process at a time (``adapt`` uses it too);
 * ``distributed``: data-parallel training, one process of several (torchrun, Ray Train).
 """
 import contextlib

@@ -11,25 +11,18 @@ while the run still trains, a job requeued while the old one drains) is refused,
 process that holds it, instead of both writing its checkpoints.
 """
 import json
-import os
 import shutil
-import socket
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from thinc.api import Config
 
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks, a run's directory is unguarded
-    fcntl = None
-
 from ..files import restore_replaced, sha256_file, write_atomically, write_directory
 from .checkpoints import Checkpoint, newest_good, remove_stale
+from .lock import DirectoryInUse, DirectoryLock
 
 RUN_FILE = "run.json"
 STOP_FILE = "STOP"  # its appearance stops the run after the current step, with a checkpoint
-LOCK_FILE = "lock"  # held (flock) by the process writing the run; it names that process
 MODEL_BEST = "model-best"
 MODEL_LAST = "model-last"
 
@@ -45,7 +38,7 @@ class RunFinished(Exception):
 class RunDirectory:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._held = None  # the open lock file while this process holds the directory
+        self._lock = DirectoryLock(self.path)
 
     @property
     def stop_file(self) -> Path:
@@ -57,36 +50,18 @@ class RunDirectory:
         self.stop_file.touch()
 
     def hold(self) -> None:
-        """Hold the directory for this process's run until ``release`` or the process's end,
-        however it ends (the operating system's advisory lock on ``DIR/lock``); RunError naming
-        the process that holds it. Unguarded where the file system has no locks."""
-        if fcntl is None:
-            return
-        self.path.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path / LOCK_FILE, "a+", encoding="utf8")
+        """Hold the directory for this process's run until ``release`` or the process's end
+        (``lock.DirectoryLock``); RunError naming the process that holds it."""
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
+            self._lock.acquire()
+        except DirectoryInUse as busy:
             raise RunError(
-                f"{self.path} is in use by a run that is still training ({holder}): wait for it to end, stop it "
+                f"{self.path} is in use by a run that is still training ({busy.holder}): wait for it to end, stop it "
                 f"(touch {self.stop_file}), or choose another --output"
             ) from None
-        except OSError:  # no locks here (some network file systems)
-            handle.close()
-            return
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
-        handle.flush()
-        self._held = handle
 
     def release(self) -> None:
-        handle, self._held = self._held, None
-        if handle is not None:
-            handle.close()
+        self._lock.release()
 
     @property
     def record(self) -> Optional[dict]:

@@ -171,3 +171,30 @@ def test_a_run_directory_held_by_a_process_is_refused_until_that_process_ends_ho
         RunDirectory(tmp_path / "run").hold()  # held by this process now: another holder in it is refused too
     run.release()
     RunDirectory(tmp_path / "run").hold()
+
+
+def test_a_directory_lock_leaves_no_trace_of_a_run_that_wrote_nothing(tmp_path):
+    """Released with nothing else written (a run that failed as it started), the lock file goes,
+    and the directory too where acquiring made it; a run's own files keep it (it names the
+    last holder), unless the run's work is done (``remove``)."""
+    from spacy_w2ner.training.lock import DirectoryLock
+
+    made = DirectoryLock(tmp_path / "new" / "run")
+    made.acquire()
+    assert (tmp_path / "new" / "run" / "lock").is_file()
+    made.release()
+    assert not (tmp_path / "new" / "run").exists() and (tmp_path / "new").is_dir()
+    (tmp_path / "given").mkdir()
+    given = DirectoryLock(tmp_path / "given")
+    given.acquire()
+    given.release()
+    assert (tmp_path / "given").is_dir() and list((tmp_path / "given").iterdir()) == []
+    given.acquire()
+    (tmp_path / "given" / "run.json").write_text("{}")
+    given.release()
+    assert sorted(path.name for path in (tmp_path / "given").iterdir()) == ["lock", "run.json"]
+    given.acquire()
+    given.release(remove=True)
+    assert [path.name for path in (tmp_path / "given").iterdir()] == ["run.json"]
+    DirectoryLock(tmp_path / "given").release()  # never acquired: nothing happens
+    assert [path.name for path in (tmp_path / "given").iterdir()] == ["run.json"]

@@ -51,22 +51,25 @@ def adapt_encoder(
     directory = AdaptDirectory(output)
     identity = {"encoder": str(folder), "texts_sha256": texts_sha256(texts), **options.settings()}
     say = lambda line: print(info_line(line), file=stdout, flush=True)  # noqa: E731
-    checkpoint = directory.prepare(identity, resume, say)
-    adaptation = start_adaptation(folder, texts, directory, checkpoint, options, stdout, stderr)
-    record = adaptation.record
-    if checkpoint is None:
-        record.update(command=command, identity=identity, texts={**(source or {}), **adaptation.corpus.facts}, resumes=0)
-    else:
-        record["resumes"] = record.get("resumes", 0) + 1
-        adaptation.resume_from(checkpoint)
-    adaptation.write_record(finished=False)
-    outcome = adaptation.run(progress)
-    if outcome.finished:
-        names = directory.install(lambda path: save_encoder(adaptation.lm, adaptation.tokenizer, folder, path))
-        adaptation.write_record(finished=True, files=names)
-        directory.remove_checkpoints()
-        say(f"the adapted encoder is in {directory.path}: a config's transformer name (or AutoModel.from_pretrained) takes it")
-    return outcome
+    try:
+        checkpoint = directory.prepare(identity, resume, say)
+        adaptation = start_adaptation(folder, texts, directory, checkpoint, options, stdout, stderr)
+        record = adaptation.record
+        if checkpoint is None:
+            record.update(command=command, identity=identity, texts={**(source or {}), **adaptation.corpus.facts}, resumes=0)
+        else:
+            record["resumes"] = record.get("resumes", 0) + 1
+            adaptation.resume_from(checkpoint)
+        adaptation.write_record(finished=False)
+        outcome = adaptation.run(progress)
+        if outcome.finished:
+            names = directory.install(lambda path: save_encoder(adaptation.lm, adaptation.tokenizer, folder, path))
+            adaptation.write_record(finished=True, files=names)
+            directory.remove_checkpoints()
+            say(f"the adapted encoder is in {directory.path}: a config's transformer name (or AutoModel.from_pretrained) takes it")
+        return outcome
+    finally:
+        directory.release()
 
 
 def start_adaptation(folder: Path, texts: Sequence[str], directory: AdaptDirectory, checkpoint, options: AdaptOptions,

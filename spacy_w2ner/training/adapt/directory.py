@@ -8,7 +8,8 @@ goes, ``DIR/checkpoints/step-N/`` (``training.checkpoints``: written atomically,
 against their manifest when read) hold the masked LM (``model/``), the optimizer's and the
 schedule's state (``optimizer.pt``), the random generators (``random.json``) and the loop's
 state (``trainer.json``). When it has finished, DIR holds the encoder (``masked_lm.save_encoder``)
-and the checkpoints are removed.
+and the checkpoints are removed. While a run goes, its process holds DIR (``training.lock``): a
+second run started there is refused, naming that process.
 """
 import json
 import os
@@ -18,6 +19,7 @@ from typing import Callable, List, Optional
 
 from ...files import remove_tree
 from ..checkpoints import CHECKPOINTS, Checkpoint, newest_good, remove_stale, write_checkpoint
+from ..lock import LOCK_FILE, DirectoryInUse, DirectoryLock
 from .options import AdaptError, AdaptFinished
 
 RECORD = "adapt.json"
@@ -28,6 +30,7 @@ KEEP = 2
 class AdaptDirectory:
     def __init__(self, path: Path):
         self.path = Path(path)
+        self._lock = DirectoryLock(self.path)
 
     @property
     def record(self) -> Optional[dict]:
@@ -36,11 +39,16 @@ class AdaptDirectory:
 
     def prepare(self, identity: dict, resume: bool, say: Callable[[str], None]) -> Optional[Checkpoint]:
         """The checkpoint to resume from (None: start fresh); AdaptError when this run may not use
-        the directory, AdaptFinished when its adaptation has finished."""
+        the directory, AdaptFinished when its adaptation has finished. A directory whose
+        adaptation may still run is held from here until ``release``; a finished one, or a
+        folder that holds no adaptation, is left as it is."""
         record = self.record
-        if record is None:
-            if self.path.is_dir() and any(self.path.iterdir()):
+        if record is None or not record.get("finished"):
+            if record is None and self.path.is_dir() and any(p.name != LOCK_FILE for p in self.path.iterdir()):
                 raise AdaptError(f"{self.path} is not empty and holds no adaptation ({RECORD}): choose another --output")
+            self._hold()
+            record = self.record
+        if record is None:
             if resume:
                 say(f"no adaptation in {self.path} to resume: starting fresh")
             return None
@@ -57,6 +65,20 @@ class AdaptDirectory:
         if checkpoint is None:
             say(f"no checkpoint in {self.path}: starting fresh")
         return checkpoint
+
+    def _hold(self) -> None:
+        try:
+            self._lock.acquire()
+        except DirectoryInUse as busy:
+            raise AdaptError(
+                f"{self.path} is in use by an adaptation that is still running ({busy.holder}): wait for it to end, "
+                "stop it (Ctrl-C or SIGTERM: it stops after its step, with a checkpoint), or choose another --output"
+            ) from None
+
+    def release(self) -> None:
+        """Let the directory go; the lock file goes too once the adaptation has finished (DIR is
+        then the encoder's folder)."""
+        self._lock.release(remove=bool((self.record or {}).get("finished")))
 
     def write_record(self, record: dict) -> None:
         self.path.mkdir(parents=True, exist_ok=True)

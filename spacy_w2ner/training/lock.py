@@ -1,0 +1,77 @@
+"""An output directory written by one process at a time: ``train``'s and ``adapt-encoder``'s.
+
+A second run started on a directory that a run still writes (a resume from a second terminal, a
+job requeued while the old one drains) would write the same checkpoints and delete the other's.
+The process that writes a directory holds the operating system's advisory lock (flock) on
+``DIR/lock``, which names it; the lock goes when the process ends, however it ends (SIGKILL
+included), so a killed run never leaves its directory held. Where there are no advisory locks
+(Windows, some network file systems) the directory is unguarded.
+"""
+import os
+import socket
+from pathlib import Path
+from typing import IO, Optional
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+LOCK_FILE = "lock"
+
+
+class DirectoryInUse(Exception):
+    """Another process holds the directory; ``holder`` names it ("process PID on HOST")."""
+
+    def __init__(self, holder: str):
+        super().__init__(holder)
+        self.holder = holder
+
+
+class DirectoryLock:
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / LOCK_FILE
+        self._handle: Optional[IO] = None  # the open lock file while this process holds it
+        self._made_directory = False
+
+    def acquire(self) -> None:
+        """Hold the directory (created if absent) until ``release`` or this process's end;
+        DirectoryInUse when another holder has it (this process's other locks on it included)."""
+        if fcntl is None:
+            return
+        self._made_directory = not self.path.parent.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+", encoding="utf8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise DirectoryInUse(holder) from None
+        except OSError:  # no locks on this file system
+            handle.close()
+            return
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self, remove: bool = False) -> None:
+        """Let the directory go. The lock file goes too with ``remove`` (a directory whose work is
+        done: a run started there finds it finished), or when the run wrote nothing else (a run
+        that failed as it started leaves no trace: nor the directory, if acquire made it)."""
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        directory = self.path.parent
+        nothing_else = [path.name for path in directory.iterdir()] == [LOCK_FILE]
+        if remove or nothing_else:
+            self.path.unlink(missing_ok=True)
+        handle.close()
+        if nothing_else and self._made_directory:
+            try:
+                directory.rmdir()
+            except OSError:  # something was written there meanwhile
+                pass
