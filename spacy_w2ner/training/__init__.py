@@ -25,7 +25,7 @@ from .checkpoints import CheckpointError
 from .distributed import Cluster, DistributedError, check_world_size, restarted_by_launcher
 from .loop import Outcome, info_line, train_resumable
 from .replay import ReplayError
-from .run import RUN_FILE, RunDirectory, RunError, RunFinished
+from .run import RUN_FILE, RunDirectory, RunError, RunFinished, check_corpora_exist
 from .state import StateError
 from .stream import DataPositionError
 
@@ -74,6 +74,7 @@ def train(
 def _prepare(run: RunDirectory, config, resume: bool, force_resume: bool, world_size: int):
     """The run directory held, checked and started; the checkpoint to resume from (or None)."""
     say = lambda line: print(info_line(line))  # noqa: E731
+    check_corpora_exist(config)
     run.hold()
     checkpoint = run.prepare(config, resume or force_resume, force_resume, say)
     check_world_size(checkpoint, world_size, force_resume, say)

@@ -21,7 +21,7 @@ from ..extras import connect_ray, require_ray_train
 from .checkpoints import checkpoints
 from .distributed import check_world_size
 from .loop import Outcome, info_line
-from .run import RunDirectory, RunError
+from .run import RunDirectory, RunError, check_corpora_exist
 
 
 @dataclass
@@ -79,6 +79,7 @@ def _check_before_starting(config_path: Path, overrides: dict, run: RunDirectory
 
     with show_validation_error(config_path):
         config = util.load_config(config_path, overrides=overrides, interpolate=False)
+    check_corpora_exist(config)
     run.hold()  # a run still training there is refused here; the first worker holds it while it trains
     run.release()
     checkpoint = run.prepare(config, resume or force_resume, force_resume, lambda line: None)

@@ -13,12 +13,12 @@ process that holds it, instead of both writing its checkpoints.
 import json
 import shutil
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from thinc.api import Config
 
 from ..files import restore_replaced, sha256_file, write_atomically, write_directory
-from .checkpoints import Checkpoint, newest_good, remove_stale
+from .checkpoints import Checkpoint, checkpoints, newest_good, remove_stale
 from .lock import DirectoryInUse, DirectoryLock
 
 RUN_FILE = "run.json"
@@ -79,6 +79,9 @@ class RunDirectory:
         record = self.record
         if record is None:
             return self._fresh_directory(resume, say)
+        if self._stopped_before_training(record):
+            say(f"the run in {self.path} stopped before its first checkpoint (nothing to resume): starting afresh")
+            return None
         if not resume:
             raise RunError(
                 f"{self.path} holds a run ({_progress(record)}): continue it with --resume, or choose another --output"
@@ -94,6 +97,13 @@ class RunDirectory:
         if checkpoint is None:
             say(f"no checkpoint in {self.path}: starting fresh")
         return checkpoint
+
+    def _stopped_before_training(self, record: dict) -> bool:
+        """Whether the directory's run ended before it wrote anything worth keeping: no checkpoint,
+        no model (a corpus path mistyped, a setting the memory check refused, a kill while the
+        pipeline initialized). A run still going is held (``hold``), so it never gets here."""
+        saved = [name for name in (MODEL_BEST, MODEL_LAST) if (self.path / name).exists()]
+        return not record.get("finished") and not saved and not checkpoints(self.path)
 
     def _fresh_directory(self, resume: bool, say: Callable[[str], None]) -> None:
         spacy_outputs = [name for name in (MODEL_BEST, MODEL_LAST) if (self.path / name).exists()]
@@ -173,17 +183,38 @@ def changed_settings(old: Config, new: Config) -> List[str]:
 def corpus_fingerprints(config: Config) -> Dict[str, str]:
     """The SHA-256 of every file the training and dev corpora read (the paths in their config
     blocks; a directory's files each), by path."""
-    resolved = config.interpolate()
     fingerprints: Dict[str, str] = {}
-    for dot_name in (resolved["training"]["train_corpus"], resolved["training"]["dev_corpus"]):
-        block = resolved
-        for part in dot_name.split("."):
-            block = block.get(part, {}) if isinstance(block, dict) else {}
-        for value in _flat(block).values() if isinstance(block, dict) else ():
+    for _, block in _corpus_blocks(config):
+        for value in _flat(block).values():
             if isinstance(value, str) and value and Path(value).exists():
                 for path in _corpus_files(Path(value)):
                     fingerprints[str(path)] = sha256_file(path)
     return fingerprints
+
+
+def check_corpora_exist(config: Config) -> None:
+    """RunError naming each corpus whose ``path`` (its config block's) does not exist, before a run
+    starts: spaCy would fail minutes later, loading the pipeline, with a traceback."""
+    missing = [
+        f"{block['path']} ([{dot_name}] path)"
+        for dot_name, block in _corpus_blocks(config)
+        if isinstance(block.get("path"), str) and block["path"] and not Path(block["path"]).exists()
+    ]
+    if missing:
+        raise RunError(f"corpus not found: {'; '.join(missing)}")
+
+
+def _corpus_blocks(config: Config) -> List[Tuple[str, dict]]:
+    """The training and dev corpora's config blocks (interpolated), by their dotted names."""
+    resolved = config.interpolate()
+    blocks = []
+    for dot_name in dict.fromkeys((resolved["training"]["train_corpus"], resolved["training"]["dev_corpus"])):
+        block = resolved
+        for part in dot_name.split("."):
+            block = block.get(part, {}) if isinstance(block, dict) else {}
+        if isinstance(block, dict):
+            blocks.append((dot_name, block))
+    return blocks
 
 
 def changed_corpora(recorded: Dict[str, str], now: Dict[str, str]) -> List[str]:

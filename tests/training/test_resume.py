@@ -104,6 +104,32 @@ def test_an_output_directory_with_another_run_is_refused(uninterrupted, corpus, 
     assert "holds model-best from a run without checkpoints (spacy train's?)" in result.stderr
 
 
+def test_a_run_that_stopped_before_its_first_checkpoint_is_started_afresh_with_the_new_settings(uninterrupted, corpus, tmp_path):
+    """A run that failed or was killed before it saved anything (a setting the memory check
+    refused, a kill while the pipeline initialized) holds nothing to resume: the command run
+    again, with the setting fixed, starts afresh instead of asking for --resume and then
+    --force-resume."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    record = json.loads((uninterrupted / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**record, "finished": False, "resumes": 2, "steps": None}))
+    result = cli("train", *train_command(run_dir, corpus, "--training.dropout", "0.25")[4:])
+    assert f"the run in {run_dir} stopped before its first checkpoint (nothing to resume): starting afresh" in result.stdout
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["finished"] and record["resumes"] == 0 and "dropout = 0.25" in record["config"]
+    (run_dir / "run.json").write_text(json.dumps({**record, "finished": False}))
+    result = cli("train", *train_command(run_dir, corpus)[4:], code=1)  # its models are kept: not afresh
+    assert result.stderr.strip() == f"error: {run_dir} holds a run (resumed 0 times so far): continue it with --resume, or choose another --output"
+
+
+def test_a_corpus_that_does_not_exist_is_named_before_the_run_starts(corpus, tmp_path):
+    missing = tmp_path / "mistyped.spacy"
+    arguments = [a if a != str(corpus["dev"]) else str(missing) for a in train_command(tmp_path / "run", corpus)[4:]]
+    result = cli("train", *arguments, code=1)
+    assert result.stderr.strip() == f"error: corpus not found: {missing} ([corpora.dev] path)"
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_run_still_training_in_the_output_directory_is_refused_naming_its_process(uninterrupted, corpus, tmp_path):
     """A resume started while the run still trains (a requeued job, a second terminal) stops
     before it writes anything, naming the process that trains."""
