@@ -79,7 +79,7 @@ class RunDirectory:
         record = self.record
         if record is None:
             return self._fresh_directory(resume, say)
-        if self._stopped_before_training(record):
+        if self._ended_before_its_first_checkpoint(record):
             say(f"the run in {self.path} stopped before its first checkpoint (nothing to resume): starting afresh")
             return None
         if not resume:
@@ -98,10 +98,11 @@ class RunDirectory:
             say(f"no checkpoint in {self.path}: starting fresh")
         return checkpoint
 
-    def _stopped_before_training(self, record: dict) -> bool:
+    def _ended_before_its_first_checkpoint(self, record: dict) -> bool:
         """Whether the directory's run ended before it wrote anything worth keeping: no checkpoint,
         no model (a corpus path mistyped, a setting the memory check refused, a kill while the
-        pipeline initialized). A run still going is held (``hold``), so it never gets here."""
+        pipeline initialized). A run still going holds the directory (``hold``, where the file system
+        has locks), so it never gets here."""
         saved = [name for name in (MODEL_BEST, MODEL_LAST) if (self.path / name).exists()]
         return not record.get("finished") and not saved and not checkpoints(self.path)
 
