@@ -1,10 +1,12 @@
 """Small training runs for the resume tests: the CNN config shrunk to seconds, on the sample corpus."""
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import numpy
 import spacy
@@ -87,3 +89,28 @@ def weights(path: Path) -> Dict[str, numpy.ndarray]:
 def differing(a: Dict[str, numpy.ndarray], b: Dict[str, numpy.ndarray]) -> List[str]:
     """The parameters whose bytes differ (or that only one side has)."""
     return sorted(key for key in set(a) | set(b) if key not in a or key not in b or a[key].tobytes() != b[key].tobytes())
+
+
+_HOLD_AND_WAIT = """
+import sys
+from spacy_w2ner.training.lock import DirectoryLock
+
+lock = DirectoryLock(sys.argv[1])
+lock.acquire()
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def held_by_another_process(directory: Path) -> Iterator[int]:
+    """``directory`` held (``training.lock``) by another process, whose pid is given, until it is
+    killed with SIGKILL on leaving (no cleanup of its own: the lock must go with the process)."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_AND_WAIT, str(directory)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=60)

@@ -23,7 +23,7 @@ from spacy_w2ner.training.adapt.masking import IGNORED, WholeWordMasking, model_
 from spacy_w2ner.training.adapt.options import AdaptError, Plan
 from tests.conftest import cli
 
-from .helpers import ROOT, environment, sample_corpus
+from .helpers import ROOT, environment, held_by_another_process, sample_corpus
 
 # 6 steps of the head alone, then 60 of everything; a checkpoint (and the held-out loss) every 5.
 RUN = ["--steps", "60", "--head-steps", "6", "--checkpoint-every", "5", "--held-out", "0.05", "--max-length", "24", "--batch-size", "8"]
@@ -315,33 +315,16 @@ def test_a_second_run_in_the_directory_or_a_resume_with_other_settings_is_refuse
 def test_a_directory_an_adaptation_still_runs_in_is_refused_naming_its_process(encoder, texts_file, tmp_path):
     """A second adapt-encoder on a directory a running adaptation holds (a resume from another
     terminal, a requeued job) stops before it writes anything, naming the process."""
-    import signal
     import socket
 
     output = tmp_path / "adapted"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_AND_WAIT, str(output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_another_process(output) as holder:
         result = cli("adapt-encoder", *adapt_command(encoder, texts_file, output, "--resume")[4:], code=1)
-    finally:
-        os.kill(holder.pid, signal.SIGKILL)
-        holder.wait(timeout=60)
     assert result.stderr.strip() == (
-        f"error: {output} is in use by an adaptation that is still running (process {holder.pid} on {socket.gethostname()}): "
+        f"error: {output} is in use by an adaptation that is still running (process {holder} on {socket.gethostname()}): "
         "wait for it to end, stop it (Ctrl-C or SIGTERM: it stops after its step, with a checkpoint), or choose another --output"
     )
     assert [path.name for path in output.iterdir()] == ["lock"]
-
-
-HOLD_AND_WAIT = """
-import sys
-from spacy_w2ner.training.lock import DirectoryLock
-
-lock = DirectoryLock(sys.argv[1])
-lock.acquire()
-print("held", flush=True)
-sys.stdin.read()
-"""
 
 
 # ---------------------------------------------------------------- what is read

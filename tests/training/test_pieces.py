@@ -11,6 +11,8 @@ from spacy_w2ner.training.run import changed_settings
 from spacy_w2ner.training.randomness import python_random_state, set_python_random_state
 from spacy_w2ner.training.stream import Batches, DataPositionError
 
+from .helpers import held_by_another_process
+
 
 class Example:
     def __init__(self, text):
@@ -129,42 +131,22 @@ def test_changed_settings_names_each_setting_with_both_values():
     ]
 
 
-HOLD_AND_WAIT = """
-import sys
-from spacy_w2ner.training.run import RunDirectory
-
-run = RunDirectory(sys.argv[1])
-run.hold()
-print("held", flush=True)
-sys.stdin.read()
-"""
-
-
 def test_a_run_directory_held_by_a_process_is_refused_until_that_process_ends_however_it_ends(tmp_path):
     """A second run on a directory a training process holds is refused, naming that process; once
     the process is killed (SIGKILL: no cleanup of its own), the directory is free again."""
     import os
-    import signal
     import socket
-    import subprocess
-    import sys
 
     from spacy_w2ner.training.run import RunDirectory, RunError
 
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_AND_WAIT, str(tmp_path / "run")], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_another_process(tmp_path / "run") as holder:
         run = RunDirectory(tmp_path / "run")
         with pytest.raises(RunError) as refused:
             run.hold()
         assert str(refused.value) == (
-            f"{tmp_path / 'run'} is in use by a run that is still training (process {holder.pid} on {socket.gethostname()}): "
+            f"{tmp_path / 'run'} is in use by a run that is still training (process {holder} on {socket.gethostname()}): "
             f"wait for it to end, stop it (touch {tmp_path / 'run' / 'STOP'}), or choose another --output"
         )
-    finally:
-        os.kill(holder.pid, signal.SIGKILL)
-        holder.wait(timeout=60)
     run.hold()  # free once its holder is gone
     assert (tmp_path / "run" / "lock").read_text() == f"process {os.getpid()} on {socket.gethostname()}\n"
     with pytest.raises(RunError, match="is in use by a run that is still training"):
