@@ -21,9 +21,16 @@ reproduce (SGD, RAdam) falls back to Thinc's own loop.
 Mixed precision: Thinc autocasts to float16, which needs loss scaling (a grad scaler
 with a host read per step). ``half_dtype = "bfloat16"`` autocasts to bfloat16 instead
 (the range of float32: no scaling), by setting the dtype that Thinc's autocast picks up.
+Thinc autocasts on CUDA only; a module on the CPU with ``half_dtype = "bfloat16"`` autocasts
+there (torch's CPU autocast: matrix products in bfloat16, faster on CPUs with bfloat16
+instructions, AVX512-BF16 or AMX), its floating outputs given back in float32, as Thinc and
+spaCy expect them (on CUDA they are float32 already). float16 on the CPU stays float32.
 """
 import contextlib
+import platform
+import warnings
 from collections import defaultdict
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -55,23 +62,70 @@ def autocast_dtype(name: str):
         torch.set_autocast_dtype("cuda", previous)
 
 
+def cpu_autocast():
+    """torch's CPU autocast to bfloat16, with a warning (once) on a CPU without bfloat16 instructions."""
+    if not cpu_has_bfloat16_instructions():
+        _warn_slow_bfloat16()
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def cpu_has_bfloat16_instructions() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices natively: x86's AVX512-BF16 or AMX (as torch
+    reports them); other CPUs count as able (torch has no test for them)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return True
+    tests = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    if not all(tests):
+        return True
+    return any(test() for test in tests)
+
+
+@lru_cache(maxsize=1)
+def _warn_slow_bfloat16() -> None:
+    warnings.warn(
+        "mixed_precision in bfloat16 on a CPU without bfloat16 instructions (AVX512-BF16 or AMX): "
+        "slower than float32 here; set mixed_precision = false",
+        stacklevel=3,
+    )
+
+
+def float32_outputs(value):
+    """``value`` (a module's output: a tensor, or tuples, lists and dicts of them, a transformer's
+    ``ModelOutput`` changed in place) with its half-precision tensors in float32."""
+    if isinstance(value, torch.Tensor):
+        return value.float() if value.dtype in (torch.float16, torch.bfloat16) else value
+    if isinstance(value, dict):
+        for key in list(value.keys()):
+            value[key] = float32_outputs(value[key])
+        return value
+    if type(value) in (tuple, list):
+        return type(value)(float32_outputs(item) for item in value)
+    return value
+
+
 class FusedUpdate:
     """Mixin for Thinc's ``PyTorchShim`` and its subclasses (see the module docstring)."""
 
     half_dtype = "float16"  # set per shim by the layer that builds it
 
     def begin_update(self, inputs):
+        if self._autocasts_on_cpu():
+            return self._begin_own_update(inputs, cpu_autocast())
         with autocast_dtype(self.half_dtype):
             if not self._grad_scaler_enabled():
                 return super().begin_update(inputs)
-            return self._begin_scaled_update(inputs)
+            return self._begin_own_update(inputs, torch.autocast("cuda", enabled=self._mixed_precision))
+
+    def _autocasts_on_cpu(self) -> bool:
+        """Whether this module trains and predicts under the CPU's bfloat16 autocast."""
+        return bool(self._mixed_precision) and self.half_dtype == "bfloat16" and self.device.type == "cpu"
 
     def _grad_scaler_enabled(self) -> bool:
         return bool(getattr(self._grad_scaler, "_enabled", False))
 
-    def _begin_scaled_update(self, inputs):
-        """Thinc's forward and backward under loss scaling, with the parameters' gradients left
-        scaled until ``finish_update``.
+    def _begin_own_update(self, inputs, autocast):
+        """Thinc's forward (under ``autocast``) and backward, with the parameters' gradients left
+        scaled until ``finish_update`` under loss scaling (without it, scaling does nothing).
 
         Thinc's backprop unscales every accumulated ``.grad`` of the module after each backward
         call, so a step that calls it k times (w2ner's grid batches, an encoder's passes)
@@ -82,8 +136,8 @@ class FusedUpdate:
         overflows of every call of the step, so one overflow skips the whole step and lowers
         the scale once."""
         self._model.train()
-        with torch.autocast("cuda", enabled=self._mixed_precision):
-            output = self._model(*inputs.args, **inputs.kwargs)
+        with autocast:
+            output = float32_outputs(self._model(*inputs.args, **inputs.kwargs))
 
         def backprop(grads):
             grads.kwargs["grad_tensors"] = self._grad_scaler.scale(grads.kwargs["grad_tensors"], inplace=True)
@@ -108,6 +162,12 @@ class FusedUpdate:
         return self._grad_scaler.found_inf
 
     def predict(self, inputs):
+        if self._autocasts_on_cpu():
+            self._model.eval()
+            with torch.no_grad(), cpu_autocast():
+                outputs = float32_outputs(self._model(*inputs.args, **inputs.kwargs))
+            self._model.train()
+            return outputs
         with autocast_dtype(self.half_dtype):
             return super().predict(inputs)
 

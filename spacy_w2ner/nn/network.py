@@ -261,9 +261,12 @@ class GridNetwork(nn.Module):
         return self.co_predictor(words, grid).float()
 
     def encode_words(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
-        if vectors.device.type == "cpu" and isinstance(self.lstm, nn.LSTM):
-            return lstm_by_direction(self.lstm, vectors.float(), lengths)
-        return self.lstm_packed(vectors, lengths, length)
+        # float32 under mixed precision too: a small share of the work, and cuDNN's LSTM is
+        # not half-precision everywhere (a fallback would be many small kernels).
+        with torch.autocast(device_type=vectors.device.type, enabled=False):
+            if vectors.device.type == "cpu" and isinstance(self.lstm, nn.LSTM):
+                return lstm_by_direction(self.lstm, vectors.float(), lengths)
+            return self.lstm_packed(vectors, lengths, length)
 
     def lstm_packed(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
         """The BiLSTM over the packed sequence (a GPU, cuDNN's kernel; an int8 LSTM)."""
@@ -273,10 +276,7 @@ class GridNetwork(nn.Module):
         # absent from a quantized LSTM (int8 inference on a CPU).
         if hasattr(self.lstm, "flatten_parameters"):
             self.lstm.flatten_parameters()
-        # float32 under mixed precision too: a small share of the work, and cuDNN's LSTM is
-        # not half-precision everywhere (a fallback would be many small kernels).
-        with torch.autocast(device_type=vectors.device.type, enabled=False):
-            encoded, _ = self.lstm(packed)
+        encoded, _ = self.lstm(packed)
         words, _ = pad_packed_sequence(encoded, batch_first=True, total_length=length)
         return words
 

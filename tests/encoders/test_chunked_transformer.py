@@ -34,10 +34,12 @@ SMALL_HEAD = {
 }
 
 
-def minilm_nlp(pooling="spacy_w2ner.reduce_max.v1", transformer_config=None, **head):
+def minilm_nlp(pooling="spacy_w2ner.reduce_max.v1", transformer_config=None, encoder=None, **head):
     """The project's MiniLM pipeline with a small head, keeping the transformer's output on the
-    docs (no doc_cleaner) for the tests that compare it."""
+    docs (no doc_cleaner) for the tests that compare it; ``encoder``: settings of the transformer's
+    model, ``head``: of w2ner's."""
     overrides = {**SMALL_HEAD, **{f"components.w2ner.model.{key}": value for key, value in head.items()}}
+    overrides.update({f"components.transformer.model.{key}": value for key, value in (encoder or {}).items()})
     config = spacy.util.load_config(CPU_CONFIG, overrides=overrides, interpolate=True)
     config["components"]["transformer"]["model"]["transformer_config"].update(transformer_config or {})
     config["components"]["w2ner"]["model"]["tok2vec"]["pooling"]["@layers"] = pooling
@@ -59,6 +61,41 @@ def test_minilm_overfits_flat_nested_discontinuous(pooling):
     assert scores["w2ner_discontinuous_f"] == 1.0
     doc = nlp("She had pain in her knees and ankles .")
     assert ("pain in her ankles", ((2, 5), (7, 8))) in [(e.text, e.fragments) for e in get_entities(doc)]
+
+
+def test_minilm_learns_with_its_encoder_in_bfloat16_on_a_cpu(tmp_path):
+    """mixed_precision in bfloat16 on the transformer, on a CPU: the encoder's vectors are float32's
+    to bfloat16's rounding (the same weights), its weights stay float32, the pipeline overfits the
+    examples as in float32, and saved and loaded it predicts the same entities."""
+    import torch
+
+    bfloat16 = {"mixed_precision": True, "mixed_precision_dtype": "bfloat16"}
+    spacy.util.fix_random_seed(0)
+    nlp = minilm_nlp(encoder=bfloat16)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    plain = minilm_nlp()
+    plain.initialize(lambda: make_examples(plain))
+    text = TRAIN_DATA[0][0]
+    vectors = [p.get_pipe("transformer").predict([p.make_doc(text)]).model_output.last_hidden_state for p in (nlp, plain)]
+    assert vectors[0].dtype == vectors[1].dtype == torch.float32
+    assert not torch.equal(vectors[0], vectors[1])
+    assert (vectors[0] - vectors[1]).abs().max() < 0.1 * vectors[1].abs().max()
+    optimizer = Adam(1e-4)
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer)
+    encoder = [s._model for n in nlp.get_pipe("transformer").model.walk() for s in n.shims][0]
+    assert {p.dtype for p in encoder.parameters()} == {torch.float32}
+    assert nlp.evaluate(examples)["w2ner_f"] == 1.0
+    nlp.to_disk(tmp_path)
+    loaded = spacy.load(tmp_path)
+    assert loaded.config["components"]["transformer"]["model"]["mixed_precision_dtype"] == "bfloat16"
+    texts = [text for text, _ in TRAIN_DATA]
+    assert [entity_set(doc) for doc in loaded.pipe(texts)] == [entity_set(doc) for doc in nlp.pipe(texts)]
+
+
+def entity_set(doc):
+    return sorted((e.label, e.fragments) for e in get_entities(doc))
 
 
 def test_minilm_whitespace_tokens_with_safe_pooling():

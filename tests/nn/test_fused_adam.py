@@ -1,13 +1,22 @@
-"""The fused optimizer step makes Thinc's Adam update, and the half dtype reaches autocast."""
+"""The fused optimizer step makes Thinc's Adam update, and the half dtype reaches autocast (on a
+CPU too, for bfloat16)."""
 import copy
+import warnings
 
 import pytest
 import torch
-from thinc.api import SGD, Adam, PyTorchShim
+from thinc.api import SGD, Adam, ArgsKwargs, PyTorchGradScaler, PyTorchShim
 from thinc.schedules import warmup_linear
 
 from spacy_w2ner.nn.network import GridNetwork
-from spacy_w2ner.nn.fused_adam import FusedPyTorchShim, autocast_dtype, fuse_updates, unwrap_optimizer
+from spacy_w2ner.nn import fused_adam
+from spacy_w2ner.nn.fused_adam import (
+    FusedPyTorchShim,
+    autocast_dtype,
+    cpu_has_bfloat16_instructions,
+    fuse_updates,
+    unwrap_optimizer,
+)
 
 from ..conftest import HAS_MINILM, make_examples
 
@@ -142,6 +151,88 @@ def test_half_dtype_reaches_thincs_autocast_and_is_restored():
         assert torch.get_autocast_dtype("cuda") == torch.float16
     with pytest.raises(ValueError, match="half_precision must be one of"):
         fuse_updates(PyTorchShim(Probe()), FusedPyTorchShim, "float8")
+
+
+class AutocastRecorder(torch.nn.Module):
+    """Records whether each call ran under the CPU's bfloat16 autocast; its outputs nest a tensor
+    its linear layer made (bfloat16 under that autocast) in a dict and a tuple, beside integers."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(16, 16)
+        self.seen = []
+
+    def forward(self, x):
+        self.seen.append(torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+        y = self.linear(x)
+        return {"out": y, "layers": (y, y * 2), "ids": torch.ones(2, dtype=torch.long)}
+
+
+def recorder_shim(mixed_precision: bool, half_dtype: str):
+    shim = PyTorchShim(AutocastRecorder(), mixed_precision=mixed_precision, grad_scaler=PyTorchGradScaler(enabled=False))
+    return fuse_updates(shim, FusedPyTorchShim, half_dtype)
+
+
+def test_bfloat16_mixed_precision_autocasts_on_the_cpu_and_gives_float32():
+    shim = recorder_shim(True, "bfloat16")
+    x = torch.randn(4, 16, requires_grad=True)
+    inputs = ArgsKwargs(args=(x,), kwargs={})
+    output, backprop = shim.begin_update(inputs)
+    assert output["out"].dtype == torch.float32 and [t.dtype for t in output["layers"]] == [torch.float32] * 2
+    assert output["ids"].dtype == torch.long
+    with torch.no_grad():
+        in_float32 = shim._model.linear(x)
+    # The product ran in bfloat16: float32's own result to bfloat16's rounding, not equal to it.
+    assert not torch.equal(output["out"].detach(), in_float32)
+    torch.testing.assert_close(output["out"].detach(), in_float32, rtol=0.02, atol=0.02)
+    d_inputs = backprop(ArgsKwargs(args=(output["out"],), kwargs={"grad_tensors": torch.ones_like(output["out"])}))
+    assert d_inputs.args[0].dtype == torch.float32 and d_inputs.args[0].shape == x.shape
+    assert shim._model.linear.weight.dtype == shim._model.linear.weight.grad.dtype == torch.float32
+    predicted = shim.predict(inputs)
+    assert predicted["out"].dtype == torch.float32 and not predicted["out"].requires_grad
+    assert shim._model.training  # predict puts the module back in training mode, as Thinc's does
+    assert shim._model.seen == [True, True]
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available")  # Thinc's CUDA autocast, on a CPU-only torch
+@pytest.mark.parametrize("mixed_precision,half_dtype", [(False, "bfloat16"), (True, "float16")])
+def test_the_cpu_autocasts_only_bfloat16_mixed_precision(mixed_precision, half_dtype):
+    shim = recorder_shim(mixed_precision, half_dtype)
+    inputs = ArgsKwargs(args=(torch.randn(4, 16),), kwargs={})
+    output, _ = shim.begin_update(inputs)
+    with torch.no_grad():
+        assert torch.equal(output["out"], shim._model.linear(inputs.args[0]))
+    shim.predict(inputs)
+    assert shim._model.seen == [False, False]
+
+
+def test_a_cpu_without_bfloat16_instructions_is_warned_once(monkeypatch):
+    monkeypatch.setattr(fused_adam, "cpu_has_bfloat16_instructions", lambda: False)
+    fused_adam._warn_slow_bfloat16.cache_clear()
+    shim = recorder_shim(True, "bfloat16")
+    inputs = ArgsKwargs(args=(torch.randn(4, 16),), kwargs={})
+    try:
+        with pytest.warns(UserWarning, match="without bfloat16 instructions .* set mixed_precision = false"):
+            shim.predict(inputs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            shim.predict(inputs)
+            shim.begin_update(inputs)
+    finally:
+        fused_adam._warn_slow_bfloat16.cache_clear()
+
+
+def test_bfloat16_instructions_are_torchs_answer_on_x86(monkeypatch):
+    monkeypatch.setattr(fused_adam.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert not cpu_has_bfloat16_instructions()
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert cpu_has_bfloat16_instructions()
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(fused_adam.platform, "machine", lambda: "aarch64")  # torch has no test there
+    assert cpu_has_bfloat16_instructions()
 
 
 def test_w2ner_grid_scorer_uses_the_fused_shim(trained_nlp):

@@ -306,6 +306,21 @@ def test_training_on_a_cpu_runs_the_lstm_by_direction(monkeypatch):
     assert calls == [1]
 
 
+def test_the_bilstm_stays_float32_under_the_cpus_bfloat16_autocast():
+    """Mixed precision on a CPU (bfloat16 autocast) leaves the BiLSTM in float32, as on a GPU: its
+    words are float32's own; the grid network's logits come out in float32."""
+    network = make_network().eval()
+    vectors = torch.randn(3, 7, INPUT_SIZE)
+    lengths = torch.tensor([7, 4, 1])
+    with torch.no_grad():
+        expected = network.encode_words(vectors, lengths, 7)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            words = network.encode_words(vectors, lengths, 7)
+            logits = network(vectors, lengths)
+    assert words.dtype == torch.float32 and torch.equal(words, expected)
+    assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
+
+
 def test_cpu_dropout_keeps_each_value_with_probability_1_minus_p_and_scales_it():
     """The grid network's Dropout draws its CPU mask with torch.rand (3x faster than bernoulli_):
     the same distribution as nn.Dropout, the same values in eval mode, seeded by torch's generator."""
