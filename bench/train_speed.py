@@ -14,7 +14,8 @@ MiniLM: ``w2ner_minilm_cpu.cfg`` with ``train-cadec``'s recipe):
 * ``w2ner``: this code; ``w2ner (old)``: the same config with the checkout's code (--old-code);
 * ``plain``: the encoder fine-tuned with a linear token head over its wordpieces (torch's AdamW,
   the recipe's encoder rate, batches padded to their longest, as a fine-tuning script does);
-* ``spancat``: spaCy's spancat with the same encoder (``spancat_minilm_cpu.cfg``).
+* ``spancat``: spaCy's spancat with the same encoder (``spancat_minilm_cpu.cfg``);
+* ``w2ner-bf16``: this code with the encoder in mixed precision, bfloat16 (``--systems``).
 
 --rounds interleaved rounds, the best of each case counts (these machines are noisy), with the
 share of its time some task of the machine waited for a CPU (``cpu_stalled``, from
@@ -35,17 +36,22 @@ from typing import Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "project" / "configs"
+# The encoder under the CPU's bfloat16 autocast (``nn.fused_adam``; the grid network in float32).
+ENCODER_BF16 = {"components.transformer.model.mixed_precision": True, "components.transformer.model.mixed_precision_dtype": "bfloat16"}
 ENCODERS = {
     "mpnet": {
         "w2ner": ("w2ner_mpnet_gpu.cfg", {}),
+        "w2ner-bf16": ("w2ner_mpnet_gpu.cfg", ENCODER_BF16),
         "spancat": ("spancat_minilm_cpu.cfg", {
             "components.transformer.model.name": {"@misc": "spacy_w2ner.encoder_path.v1", "name": "all-mpnet-base-v2"}}),
     },
     "minilm": {
         "w2ner": ("w2ner_minilm_cpu.cfg", {"components.transformer.model.last_layers": 4, "components.w2ner.learn_rate_scale": 20.0}),
+        "w2ner-bf16": ("w2ner_minilm_cpu.cfg", {"components.transformer.model.last_layers": 4, "components.w2ner.learn_rate_scale": 20.0, **ENCODER_BF16}),
         "spancat": ("spancat_minilm_cpu.cfg", {}),
     },
 }  # fmt: skip
+SYSTEMS = ["w2ner", "plain", "spancat", "w2ner-bf16"]
 
 
 def batches_of(path: Path, vocab, batch_size: int, count: int) -> List[list]:
@@ -225,7 +231,7 @@ def run_case(args, system: str, encoder: str, code: Optional[Path]) -> Dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=str(code or ROOT))
     command = [sys.executable, str(Path(__file__).resolve()), args.train, "--case", system, "--encoder", encoder,
                "--batch-size", str(args.batch_size), "--warmup", str(args.warmup), "--steps", str(args.steps),
-               "--threads", str(args.threads)] + (["--profile"] if args.profile and system == "w2ner" else [])  # fmt: skip
+               "--threads", str(args.threads)] + (["--profile"] if args.profile and system.startswith("w2ner") else [])  # fmt: skip
     stalled, start = cpu_stall_us(), time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=str(code or ROOT))
     if done.returncode:
@@ -246,7 +252,7 @@ def cpu_stall_us():
 
 
 def compare(args) -> Dict:
-    cases = [(system, encoder, None) for encoder in args.encoders for system in ("w2ner", "plain", "spancat")]
+    cases = [(system, encoder, None) for encoder in args.encoders for system in args.systems]
     if args.old_code:
         cases += [("w2ner", encoder, args.old_code) for encoder in args.encoders]
     results: Dict[str, Dict] = {}
@@ -271,6 +277,8 @@ def ratios(results: Dict, encoders: List[str]) -> Dict[str, float]:
             key = f"{other} {encoder}" + (" (old)" if other == "w2ner" else "")
             if key in results:
                 found[f"w2ner {encoder} / {key}"] = round(new["sentences_per_s"] / results[key]["sentences_per_s"], 3)
+        if f"w2ner-bf16 {encoder}" in results:
+            found[f"w2ner-bf16 {encoder} / w2ner {encoder}"] = round(results[f"w2ner-bf16 {encoder}"]["sentences_per_s"] / new["sentences_per_s"], 3)
         if f"w2ner {encoder} (old)" in results:
             found[f"w2ner {encoder} peak RSS / old"] = round(new["peak_rss_mb"] / results[f"w2ner {encoder} (old)"]["peak_rss_mb"], 3)
     return found
@@ -286,9 +294,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--systems", nargs="+", default=["w2ner", "plain", "spancat"], choices=SYSTEMS)
     parser.add_argument("--profile", action="store_true", help="Also time the parts of a w2ner step")
     parser.add_argument("--output", type=Path, help="Write the figures as JSON here")
-    parser.add_argument("--case", choices=["w2ner", "plain", "spancat"], help=argparse.SUPPRESS)
+    parser.add_argument("--case", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--encoder", choices=sorted(ENCODERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.train = str(Path(args.train).resolve())
