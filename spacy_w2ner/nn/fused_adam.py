@@ -30,8 +30,8 @@ import contextlib
 import platform
 import warnings
 from collections import defaultdict
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
 import torch
