@@ -64,8 +64,7 @@ def autocast_dtype(name: str):
 
 def cpu_autocast():
     """torch's CPU autocast to bfloat16, with a warning (once) on a CPU without bfloat16 instructions."""
-    if not cpu_has_bfloat16_instructions():
-        _warn_slow_bfloat16()
+    _warn_if_slow_bfloat16()
     return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
@@ -81,7 +80,10 @@ def cpu_has_bfloat16_instructions() -> bool:
 
 
 @lru_cache(maxsize=1)
-def _warn_slow_bfloat16() -> None:
+def _warn_if_slow_bfloat16() -> None:
+    """The CPU's instructions are looked at once a process, not on every forward pass."""
+    if cpu_has_bfloat16_instructions():
+        return
     warnings.warn(
         "mixed_precision in bfloat16 on a CPU without bfloat16 instructions (AVX512-BF16 or AMX): "
         "slower than float32 here; set mixed_precision = false",

@@ -209,7 +209,7 @@ def test_the_cpu_autocasts_only_bfloat16_mixed_precision(mixed_precision, half_d
 
 def test_a_cpu_without_bfloat16_instructions_is_warned_once(monkeypatch):
     monkeypatch.setattr(fused_adam, "cpu_has_bfloat16_instructions", lambda: False)
-    fused_adam._warn_slow_bfloat16.cache_clear()
+    fused_adam._warn_if_slow_bfloat16.cache_clear()
     shim = recorder_shim(True, "bfloat16")
     inputs = ArgsKwargs(args=(torch.randn(4, 16),), kwargs={})
     try:
@@ -220,7 +220,7 @@ def test_a_cpu_without_bfloat16_instructions_is_warned_once(monkeypatch):
             shim.predict(inputs)
             shim.begin_update(inputs)
     finally:
-        fused_adam._warn_slow_bfloat16.cache_clear()
+        fused_adam._warn_if_slow_bfloat16.cache_clear()
 
 
 def test_bfloat16_instructions_are_torchs_answer_on_x86(monkeypatch):
