@@ -4,9 +4,11 @@ from typing import Iterator, List
 import numpy
 from spacy.util import registry
 from spacy_transformers.architectures import transformer_listener_tok2vec_v1
+from spacy_transformers.data_classes import TransformerData
 from spacy_transformers.layers.trfs2arrays import forward as trfs2arrays_forward
 from thinc.api import Model
 from thinc.types import Ragged
+from transformers.utils import ModelOutput
 
 from ..model.types import no_backprop
 from .transformer import node_named
@@ -17,12 +19,14 @@ def chunked_transformer_listener(
     pooling: Model, grad_factor: float = 1.0, upstream: str = "*", max_tokens_per_pass: int = 4096
 ) -> Model:
     """spacy-transformers' ``TransformerListener.v1`` that pools word pieces into token
-    vectors ``max_tokens_per_pass`` tokens at a time when predicting.
+    vectors ``max_tokens_per_pass`` tokens at a time when predicting, and a training batch's
+    docs all at once.
 
     The original gathers every word-piece row of a doc (with the overlap of the
     strided spans) into new arrays before pooling, several times the doc's
-    output in memory; on a 50,000-token doc that is hundreds of megabytes. The
-    token vectors are the same; training is unchanged. Built like
+    output in memory; on a 50,000-token doc that is hundreds of megabytes. In
+    training it gathers, and scatters the gradient back, doc by doc (``_pool_batch``).
+    The token vectors and gradients are the same. Built like
     ``transformer.chunked_transformer_model``: the listener's ``trfs2arrays`` node is replaced
     by one with the same name, pooling layer and attrs, and a chunked forward.
     """
@@ -41,7 +45,8 @@ def chunked_transformer_listener(
 
 
 def _pool_in_chunks(model: Model, trf_datas: list, is_train: bool):
-    """spacy-transformers' trfs2arrays forward; when predicting, pooled a chunk of tokens at a time.
+    """spacy-transformers' trfs2arrays forward: in training a batch's docs at once
+    (``_pool_batch``); when predicting, pooled a chunk of tokens at a time.
 
     Small docs are pooled together (one gather and one pooling call for up to
     ``max_tokens_per_pass`` tokens of several docs), so a batch of sentences costs a
@@ -49,7 +54,9 @@ def _pool_in_chunks(model: Model, trf_datas: list, is_train: bool):
     pooled on its own, a chunk at a time.
     """
     if is_train:
-        return trfs2arrays_forward(model, trf_datas, is_train)
+        if all(_has_aligned_rows(trf_data) for trf_data in trf_datas):
+            return _pool_batch(model, trf_datas)
+        return trfs2arrays_forward(model, trf_datas, is_train)  # empty docs, tokens without pieces
     size = model.attrs["max_tokens_per_pass"]
     outputs = [None] * len(trf_datas)
     for group in _docs_by_tokens(trf_datas, size):
@@ -61,6 +68,52 @@ def _pool_in_chunks(model: Model, trf_datas: list, is_train: bool):
             first += n_tokens
     # A doc without word pieces gets an empty array, as spacy-transformers gives it.
     return [model.ops.alloc2f(0, 0) if out is None else out for out in outputs], no_backprop
+
+
+def _has_aligned_rows(trf_data) -> bool:
+    """Whether a doc has word-piece rows and a token aligned to one (the case ``_pool_batch``
+    takes; spacy-transformers gives the others zero vectors and no gradient)."""
+    if not isinstance(trf_data, TransformerData):
+        return False  # trfs2arrays says what is wrong
+    hidden = trf_data.model_output.get("last_hidden_state") if trf_data.model_output is not None else None
+    return hidden is not None and hidden.size > 0 and trf_data.align.dataXd.size > 0
+
+
+def _pool_batch(model: Model, trf_datas: list):
+    """trfs2arrays' training forward, every doc of the batch at once: one gather of the word-piece
+    rows, one pooling call and, backwards, one scatter-add, where trfs2arrays makes each per doc
+    (on a GPU each also copies the doc's alignment to the device, a wait for the device). The docs'
+    rows are disjoint, so the token vectors and the gradients are the same numbers."""
+    ops = model.ops
+    sources = [ops.reshape2f(trf_data.model_output.last_hidden_state, -1, trf_data.width) for trf_data in trf_datas]
+    starts = numpy.cumsum([0] + [source.shape[0] for source in sources])
+    indices = [ops.to_numpy(trf_data.align.dataXd).reshape(-1) + start for trf_data, start in zip(trf_datas, starts)]
+    lengths = [ops.to_numpy(trf_data.align.lengths) for trf_data in trf_datas]
+    n_rows = sum(len(doc_indices) for doc_indices in indices)
+    # The indices and the lengths go to the device in one copy.
+    both = ops.asarray1i(numpy.concatenate(indices + lengths))
+    index, token_lengths = both[:n_rows], both[n_rows:]
+    source = sources[0] if len(sources) == 1 else ops.xp.concatenate(sources)
+    pooled, backprop_pooling = model.layers[0](Ragged(source[index], token_lengths), True)
+    token_starts = numpy.cumsum([len(doc_lengths) for doc_lengths in lengths])[:-1]
+    grad_factor = model.attrs["grad_factor"]
+
+    def backprop(d_outputs: list) -> list:
+        d_pooled = d_outputs[0] if len(d_outputs) == 1 else ops.xp.concatenate(d_outputs)
+        d_source = ops.alloc2f(*source.shape)
+        ops.scatter_add(d_source, index, backprop_pooling(d_pooled).dataXd)
+        if grad_factor != 1.0:
+            d_source *= grad_factor
+        return [
+            TransformerData(
+                model_output=ModelOutput(last_hidden_state=d_source[first:last].reshape(trf_data.model_output.last_hidden_state.shape)),
+                wordpieces=trf_data.wordpieces,
+                align=trf_data.align,
+            )
+            for trf_data, first, last in zip(trf_datas, starts[:-1], starts[1:])
+        ]
+
+    return ops.xp.split(pooled, token_starts), backprop
 
 
 def _docs_by_tokens(trf_datas: list, size: int) -> Iterator[List[int]]:

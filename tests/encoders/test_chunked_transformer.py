@@ -397,6 +397,28 @@ def test_training_packed_or_in_passes_gives_the_one_padded_pass_gradients(monkey
         torch.testing.assert_close(packed[key], gradient, rtol=1e-4, atol=1e-6, msg=key)
 
 
+def test_a_batch_pooled_at_once_trains_with_the_doc_by_doc_gradients(monkeypatch):
+    """The listener pools a training batch's docs at once (``listener._pool_batch``): every
+    parameter's gradient is the one of spacy-transformers' doc-by-doc pooling, exactly."""
+    from spacy_w2ner.encoders import listener
+
+    spacy.util.fix_random_seed(0)
+    no_dropout = {"input_dropout": 0.0, "conv_dropout": 0.0, "output_dropout": 0.0}
+    nlp = minilm_nlp(transformer_config={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}, **no_dropout)
+    examples = make_examples(nlp)
+    nlp.initialize(lambda: examples)
+    batched = []
+    real_pool_batch = listener._pool_batch
+    monkeypatch.setattr(listener, "_pool_batch", lambda model, datas: batched.append(len(datas)) or real_pool_batch(model, datas))
+    at_once = _gradients(nlp, examples)
+    assert batched == [len(examples)]
+    monkeypatch.setattr(listener, "_has_aligned_rows", lambda trf_data: False)  # spacy-transformers' trfs2arrays
+    doc_by_doc = _gradients(nlp, examples)
+    assert batched == [len(examples)] and sorted(at_once) == sorted(doc_by_doc) and len(at_once) > 50
+    for key, gradient in doc_by_doc.items():
+        assert bool((at_once[key] == gradient).all()), key
+
+
 def test_pack_spans_false_trains_on_padded_spans(monkeypatch):
     """The config's ``pack_spans = false`` (a GPU's choice, where padding is cheap): no probe,
     no packed batch, spans padded."""
