@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -144,7 +144,7 @@ def train(args) -> None:
     of steps, each step timed; the log's loss at each evaluation."""
     from hooks import summarize
 
-    output = Path(args.output)
+    output = Path(args.output).resolve()  # absolute: a baseline's run starts in its own directory
     # A bench run starts afresh: an earlier run's model (train would refuse it) and profile go.
     shutil.rmtree(output / "model", ignore_errors=True)
     (output / "profile.txt").unlink(missing_ok=True)
@@ -154,13 +154,14 @@ def train(args) -> None:
         sys.executable, "-m", "spacy_w2ner", "train", str(config_path),
         "--code", str(HERE / "hooks.py"),
         "--output", str(output / "model"),
-        "--paths.train", args.train, "--paths.dev", args.dev,
+        "--paths.train", str(Path(args.train).resolve()), "--paths.dev", str(Path(args.dev).resolve()),
         "--gpu-id", str(args.gpu_id),
         # No checkpoints (5 s each on the H100, at step 1 and at the end): device time is short.
         "--checkpoint-every", str(10**9),
     ]  # fmt: skip
+    env, cwd = code_environment(args.code_dir)
     start = time.perf_counter()
-    finished = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    finished = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
     log = finished.stdout
     print(log)
     finished.check_returncode()
@@ -174,6 +175,7 @@ def train(args) -> None:
         precision=args.precision,
         pack_spans=args.pack_spans,
         max_grid_padding=args.max_grid_padding,
+        code=code_description(args.code_dir),
         grid_timers=bool(args.grid_timers),
         batch_size=args.batch_size,
         warmup_steps=args.warmup,
@@ -183,6 +185,32 @@ def train(args) -> None:
         versions=versions(),
     )
     emit(result, args.results)
+
+
+def code_environment(code_dir: str) -> Tuple[Dict[str, str], Optional[str]]:
+    """The environment and directory of a training process: this one's, or, for ``code_dir`` (another
+    commit's spacy_w2ner, bench/gpu/baseline.sh), that directory, first on the path too, so its
+    package is imported before this tree's (``python -m`` puts the working directory first), checked."""
+    env = dict(os.environ)
+    if not code_dir:
+        return env, None
+    directory = Path(code_dir).resolve()
+    if not (directory / "spacy_w2ner").is_dir():
+        raise SystemExit(f"--code-dir {directory}: no spacy_w2ner package there (bench/gpu/baseline.sh REF makes one)")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(directory), env.get("PYTHONPATH")]))
+    imported = subprocess.run([sys.executable, "-c", "import spacy_w2ner; print(spacy_w2ner.__file__)"], env=env,
+                              cwd=directory, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    if not imported or not Path(imported).resolve().is_relative_to(directory):
+        raise SystemExit(f"--code-dir {directory}: spacy_w2ner is imported from {imported or 'nowhere'}, not from there")
+    return env, str(directory)
+
+
+def code_description(code_dir: str) -> str:
+    """Which spacy_w2ner a run trained with: this tree, or a baseline's commit (bench/gpu/baseline.sh)."""
+    if not code_dir:
+        return "this tree"
+    commit = Path(code_dir) / "COMMIT"
+    return f"baseline {commit.read_text().strip() if commit.exists() else code_dir}"
 
 
 def logged_losses(log: str) -> List[Dict]:
@@ -306,6 +334,8 @@ def infer(args) -> None:
 
     device = use_device(args.gpu_id)
     nlp = spacy.load(args.model)
+    if args.max_grid_padding != "config":  # the saved model's setting otherwise
+        nlp.get_pipe("w2ner").model.attrs["max_grid_padding"] = float(args.max_grid_padding)
     docs = [blank_copy(doc, nlp.vocab) for doc in read_docs(args.data, nlp.vocab)]
     words = sum(len(doc) for doc in docs)
     install_grid_timers()
@@ -334,6 +364,7 @@ def infer(args) -> None:
         "sentences": len(docs),
         "words": words,
         "batch_size": args.batch_size,
+        "max_grid_padding": args.max_grid_padding,
         "seconds": round(full[best], 3),
         "sentences_per_s": round(len(docs) / full[best], 1),
         "encoder_only_sentences_per_s": round(len(docs) / min(encoder_only), 1),
@@ -493,6 +524,7 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=0, help="evaluate (and log the loss) every N steps (0: at the end only)")
     p.add_argument("--max-grid-padding", default="config", help="w2ner's max_grid_padding (a number, inf; config: the config's)")
     p.add_argument("--profile-steps", default="", help="FIRST:LAST: torch's profiler over those steps, inside the warm-up (OUTPUT/profile.txt)")
+    p.add_argument("--code-dir", default="", help="train with the spacy_w2ner in this directory (bench/gpu/baseline.sh) instead of this tree's")
     p.add_argument("--gpu-id", type=int, default=0)
     p.set_defaults(run=train)
 
@@ -525,6 +557,7 @@ def main() -> None:
         p.add_argument("--tokens", type=int, default=50000)
         p.add_argument("--workdir", default=".")
         p.add_argument("--output", default="")
+        p.add_argument("--max-grid-padding", default="config", help="infer: w2ner's max_grid_padding (a number, inf; config: the model's)")
         p.set_defaults(run=function)
 
     args = parser.parse_args()

@@ -9,9 +9,11 @@
 #                     profiler: device kernels and host operators), cuDNN deterministic on and off
 #   train-speed       ours, `python -m spacy_w2ner train --gpu-id` timed per step (bench.py train):
 #                     $TRAIN_SETTINGS, each BATCH:PRECISION[:padded][:gN] (padded: pack_spans false;
-#                     gN: max_grid_padding N, e.g. g1.25 the CPU's rule, ginf none);
+#                     gN: max_grid_padding N, e.g. g1.25 the CPU's rule, ginf none; base: the
+#                     spacy_w2ner of $BASELINE, bench/gpu/baseline.sh, against this tree in one call);
 #                     $PROFILE_STEPS (FIRST:LAST) profiles those steps of each run
-#   infer-speed       ours: inference at batch 32 and 128 (whole pipeline, encoder alone), the
+#   infer-speed       ours: inference, $INFER_SETTINGS, each PRECISION:BATCH[:gN] (whole pipeline,
+#                     encoder alone; the model of train-speed's b12 run in PRECISION), the
 #                     $TOKENS-token document (first, again, without sentences)
 #   reference-speed   ljynlp/W2NER with the same encoder, data and batch size: training and
 #                     inference sentences/s (bench/reference/reference.py speed)
@@ -47,6 +49,8 @@ DIAG_PRECISIONS=${DIAG_PRECISIONS:-"fp32 bf16 fp16"} NONDETERMINISTIC=${NONDETER
 TRAIN_SETTINGS=${TRAIN_SETTINGS:-"12:fp32 12:bf16 $BIG_BATCH:bf16 $BIG_BATCH:fp32"}
 INFER_SETTINGS=${INFER_SETTINGS:-"fp32:32 fp32:128 bf16:32 bf16:128"} REF_BATCHES=${REF_BATCHES:-"12 $BIG_BATCH"}
 PROBE=${PROBE:-1} EVAL_EVERY=${EVAL_EVERY:-0} GRID_TIMERS=${GRID_TIMERS:-0}
+# The other spacy_w2ner that train-speed's "base" settings train with (bench/gpu/baseline.sh REF).
+BASELINE=${BASELINE:-.gpu-bundle/baseline}
 # FIRST:LAST: those steps of each train-speed run profiled (inside the warm-up; torch's profiler
 # over the first half, cProfile over the second), in $RESULTS_DIR/profile-train-bBATCH-PRECISION.txt
 PROFILE_STEPS=${PROFILE_STEPS:-}
@@ -139,25 +143,27 @@ train_speed() {
   for setting in $TRAIN_SETTINGS; do  # BATCH:PRECISION[:padded][:gN] (gN: max_grid_padding N)
     set -- ${setting//:/ }
     [ "$GPU_ID" -lt 0 ] && [ "$2" != fp32 ] && continue
-    local name="train-b$1-$2" pack=auto grid_padding=config option
+    local name="train-b$1-$2" pack=auto grid_padding=config code="" option
     for option in "${@:3}"; do
       name="$name-$option"
-      case $option in padded) pack=false ;; g*) grid_padding=${option#g} ;; esac
+      case $option in padded) pack=false ;; g*) grid_padding=${option#g} ;; base) code=$BASELINE ;; esac
     done
+    [ "$code" = "$BASELINE" ] && [ ! -d "$BASELINE/spacy_w2ner" ] && { echo "$name: no $BASELINE (bench/gpu/baseline.sh)"; continue; }
     step "$name" $BENCH train "$WORK/$name" --encoder "$encoder" --batch-size "$1" --precision "$2" \
       --train $DATA/train.spacy --dev $DATA/dev.spacy --steps "$STEPS" --warmup "$WARMUP" --gpu-id "$GPU_ID" \
       --pack-spans $pack --max-grid-padding "$grid_padding" --eval-every "$EVAL_EVERY" --grid-timers "$GRID_TIMERS" \
-      --profile-steps "$PROFILE_STEPS"
+      --profile-steps "$PROFILE_STEPS" --code-dir "$code"
     [ -f "$WORK/$name/profile.txt" ] && cp "$WORK/$name/profile.txt" "$RESULTS_DIR/profile-$name.txt"
   done
 }
 
 infer_speed() {  # the 150-step batch-12 models of train-speed
-  for setting in $INFER_SETTINGS; do
-    set -- ${setting/:/ }
-    local model=$WORK/train-b12-$1/model/model-last
+  for setting in $INFER_SETTINGS; do  # PRECISION:BATCH[:gN]
+    set -- ${setting//:/ }
+    local model=$WORK/train-b12-$1/model/model-last grid_padding=${3:-gconfig}
     [ -d "$model" ] || { echo "infer-speed: no $model (run train-speed first)"; continue; }
-    step "infer-$1-b$2" $BENCH infer "$model" $DATA/test.spacy --batch-size "$2" --gpu-id "$GPU_ID"
+    step "infer-$1-b$2${3:+-$3}" $BENCH infer "$model" $DATA/test.spacy --batch-size "$2" --gpu-id "$GPU_ID" \
+      --max-grid-padding "${grid_padding#g}"
   done
   local model; model=$(ls -d "$WORK"/train-b12-*/model/model-last 2>/dev/null | tail -1)
   [ -n "$model" ] || return

@@ -1,5 +1,6 @@
 """The GPU bench's arithmetic (bench/gpu), checked on a CPU: step timing and GPU-vs-CPU comparison."""
 import json
+import os
 import subprocess
 import sys
 from argparse import Namespace
@@ -10,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "gpu"))
 
-from bench import compare_outputs, grid_batches  # noqa: E402
+from bench import code_description, code_environment, compare_outputs, grid_batches  # noqa: E402
 from hooks import StepProfiler, summarize  # noqa: E402
 
 
@@ -103,3 +104,26 @@ def test_the_bench_shell_scripts_parse(script):
     dropped a closing brace of bench/gpu/run.sh)."""
     done = subprocess.run(["bash", "-n", str(ROOT / script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_baseline_commits_package_is_what_a_base_run_imports(tmp_path):
+    """bench/gpu/baseline.sh writes a commit's spacy_w2ner; a train-speed run named "base" imports
+    it before this tree's (checked: a run that silently timed this tree would compare it with itself)."""
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    baseline = tmp_path / "baseline"
+    done = subprocess.run(["bash", str(ROOT / "bench/gpu/baseline.sh"), "HEAD"], env={**os.environ, "BASELINE": str(baseline)},
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (baseline / "spacy_w2ner" / "__init__.py").exists()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert code_description(str(baseline)).startswith(f"baseline {head} ")
+    assert code_description("") == "this tree"
+    env, cwd = code_environment(str(baseline))
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == cwd == str(baseline.resolve())
+    assert code_environment("") == (dict(os.environ), None)
+    with pytest.raises(SystemExit, match="no spacy_w2ner package"):
+        code_environment(str(tmp_path / "empty"))
+    (tmp_path / "not-a-package" / "spacy_w2ner").mkdir(parents=True)  # no __init__.py: this tree's is found
+    with pytest.raises(SystemExit, match="imported from .*, not from there"):
+        code_environment(str(tmp_path / "not-a-package"))
