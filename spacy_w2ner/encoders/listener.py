@@ -25,8 +25,9 @@ def chunked_transformer_listener(
     The original gathers every word-piece row of a doc (with the overlap of the
     strided spans) into new arrays before pooling, several times the doc's
     output in memory; on a 50,000-token doc that is hundreds of megabytes. In
-    training it gathers, and scatters the gradient back, doc by doc (``_pool_batch``).
-    The token vectors and gradients are the same. Built like
+    training the original gathers, and scatters the gradient back, doc by doc; here a
+    batch's docs go at once (``_pool_batch``). The token vectors and gradients are the
+    same. Built like
     ``transformer.chunked_transformer_model``: the listener's ``trfs2arrays`` node is replaced
     by one with the same name, pooling layer and attrs, and a chunked forward.
     """
@@ -97,10 +98,11 @@ def _pool_batch(model: Model, trf_datas: list):
     pooled, backprop_pooling = model.layers[0](Ragged(source[index], token_lengths), True)
     token_starts = numpy.cumsum([len(doc_lengths) for doc_lengths in lengths])[:-1]
     grad_factor = model.attrs["grad_factor"]
+    source_shape = source.shape  # the backward pass keeps the shape, not the copy
 
     def backprop(d_outputs: list) -> list:
         d_pooled = d_outputs[0] if len(d_outputs) == 1 else ops.xp.concatenate(d_outputs)
-        d_source = ops.alloc2f(*source.shape)
+        d_source = ops.alloc2f(*source_shape)
         ops.scatter_add(d_source, index, backprop_pooling(d_pooled).dataXd)
         if grad_factor != 1.0:
             d_source *= grad_factor

@@ -131,9 +131,9 @@ class FusedUpdate:
         its ``.grad``: about 0.5 ms a call for a BERT-base encoder even with the scaler off (in
         float32), and under loss scaling a step that calls it k times (w2ner's grid batches, an
         encoder's passes) divided the first call's gradients by the scale k times. Here each
-        call unscales only the gradients it returns (its inputs'; zeroed on an overflow, as Thinc does), and the
-        parameters' gradients are unscaled once, in ``finish_update``: k calls give the
-        gradients of one call over the same data. The scaler's ``found_inf`` gathers the
+        call unscales only the gradients it returns (its inputs'; zeroed on an overflow, as
+        Thinc does), and the parameters' gradients are unscaled once, in ``finish_update``: k
+        calls give the gradients of one call over the same data. The scaler's ``found_inf`` gathers the
         overflows of every call of the step, so one overflow skips the whole step and lowers
         the scale once."""
         self._model.train()
