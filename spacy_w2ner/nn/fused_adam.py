@@ -133,9 +133,9 @@ class FusedUpdate:
         encoder's passes) divided the first call's gradients by the scale k times. Here each
         call unscales only the gradients it returns (its inputs'; zeroed on an overflow, as
         Thinc does), and the parameters' gradients are unscaled once, in ``finish_update``: k
-        calls give the gradients of one call over the same data. The scaler's ``found_inf`` gathers the
-        overflows of every call of the step, so one overflow skips the whole step and lowers
-        the scale once."""
+        calls give the gradients of one call over the same data. The scaler's ``found_inf``
+        gathers the overflows of every call of the step, so one overflow skips the whole step
+        and lowers the scale once."""
         self._model.train()
         with autocast:
             output = float32_outputs(self._model(*inputs.args, **inputs.kwargs))
