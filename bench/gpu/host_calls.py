@@ -1,53 +1,95 @@
-"""Python calls of the encoder's inference path: did the host-side work change between two commits?
+"""The host's share of GPU inference, measured on a CPU: what the Python side of ``nlp.pipe`` costs.
 
-    cd TREE && PYTHONPATH=. python /path/to/bench/gpu/host_calls.py TRAIN.spacy TEST.spacy [--sentences 512]
+    bench/gpu/bench.py make-encoder NARROW --like MPNET_CONFIG_DIR --width 64
+    cd TREE && PYTHONPATH=. python /path/to/bench/gpu/host_calls.py TRAIN.spacy TEST.spacy --encoder NARROW
 
-Builds the MiniLM recipe's pipeline (project/configs/w2ner_minilm_cpu.cfg, initialized on 20
-training sentences: speed needs no training) with the spacy_w2ner that ``TREE`` holds (a git
-worktree of another commit, or this one), runs ``nlp.pipe`` over the test sentences at batch 128
-with w2ner disabled, and prints the seconds (best of 3) and cProfile's count of Python calls, which
-unlike the seconds does not depend on the machine.
+On a GPU the CADEC test set's arithmetic is a small part of inference: the host's Python and
+its calls into torch are most of it. This builds the GPU recipe (``w2ner_mpnet_gpu.cfg``) with the
+encoder in ``--encoder`` (``make-encoder --width 64``: MPNet's 12 layers and torch calls, 64
+wide, so little arithmetic) and a grid network as narrow, whose output layer always prefers
+NONE (as the speed bench's model, trained 150 steps on a random encoder, predicts no entity),
+initialized on 20 training sentences, and times ``nlp.pipe`` over the test sentences on one
+thread: the whole pipeline and the encoder alone (w2ner disabled), each the median of
+``--repeats`` runs, and cProfile's count of Python calls of one run, which unlike the seconds does
+not depend on the machine. ``TREE`` is a git worktree of another commit, or this one: the same
+script times both, one after the other, on one machine.
+
+Before the 28th, this script timed the MiniLM CPU recipe's encoder alone (its version at
+commit dd8331d).
 """
 import argparse
 import cProfile
 import json
 import pstats
+import statistics
 import time
 
 import spacy
+import torch
 from spacy.tokens import DocBin
 from spacy.training import Example
 
+NARROW_GRID = {"lstm_size": 32, "conv_size": 16, "biaffine_size": 32, "ffnn_size": 16, "dist_emb_size": 8, "region_emb_size": 8}  # fmt: skip
+
+
+def build_pipeline(train_path: str, encoder: str):
+    config = spacy.util.load_config("project/configs/w2ner_mpnet_gpu.cfg", interpolate=False)
+    config["components"]["transformer"]["model"]["name"] = encoder
+    config["components"]["w2ner"]["model"].update(NARROW_GRID)
+    config["paths"].update(train=train_path, dev=train_path)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    train = list(DocBin().from_disk(train_path).get_docs(nlp.vocab))[:20]
+    nlp.initialize(lambda: [Example(nlp.make_doc(doc.text), doc) for doc in train])
+    predict_none(nlp.get_pipe("w2ner").model)
+    return nlp
+
+
+def predict_none(model) -> None:
+    """Make the grid network's output layer prefer NONE (label 0) in every cell."""
+    for node in model.walk():
+        for shim in node.shims:
+            output = getattr(getattr(shim._model, "co_predictor", None), "cell_output", None)
+            if output is not None:
+                with torch.no_grad():
+                    output.bias[0] = 1e4
+
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("train")
     parser.add_argument("test")
-    parser.add_argument("--sentences", type=int, default=512)
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--encoder", required=True, help="bench.py make-encoder's output (--width 64)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--sentences", type=int, default=0, help="the first N test sentences (0: all)")
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     import spacy_w2ner
 
-    config = spacy.util.load_config("project/configs/w2ner_minilm_cpu.cfg", interpolate=True)
-    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
-    train = list(DocBin().from_disk(args.train).get_docs(nlp.vocab))[:20]
-    nlp.initialize(lambda: [Example(nlp.make_doc(doc.text), doc) for doc in train])
-    texts = [doc.text for doc in DocBin().from_disk(args.test).get_docs(nlp.vocab)][: args.sentences]
+    torch.set_num_threads(1)
+    nlp = build_pipeline(args.train, args.encoder)
+    texts = [doc.text for doc in DocBin().from_disk(args.test).get_docs(nlp.vocab)]
+    texts = texts[: args.sentences] if args.sentences else texts
 
-    def run() -> float:
-        start = time.perf_counter()
-        for _ in nlp.pipe(texts, batch_size=args.batch_size, disable=["w2ner"]):
-            pass
-        return time.perf_counter() - start
+    def run(disable) -> int:
+        return sum(len(doc.spans.get("w2ner", [])) for doc in nlp.pipe(texts, batch_size=args.batch_size, disable=disable))
 
-    run()  # warm-up
-    seconds = min(run() for _ in range(3))
-    profile = cProfile.Profile()
-    profile.enable()
-    run()
-    profile.disable()
-    print(json.dumps({"bench": "host-calls", "code": spacy_w2ner.__file__, "sentences": len(texts), "batch_size": args.batch_size,
-                      "encoder_only_seconds": round(seconds, 3), "python_calls": pstats.Stats(profile).total_calls}))  # fmt: skip
+    result = {"bench": "host-calls", "code": spacy_w2ner.__file__, "sentences": len(texts), "batch_size": args.batch_size}
+    for name, disable in (("pipeline", []), ("encoder_only", ["w2ner"])):
+        entities = run(disable)  # warm-up
+        seconds = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            run(disable)
+            seconds.append(time.perf_counter() - start)
+        profile = cProfile.Profile()
+        profile.enable()
+        run(disable)
+        profile.disable()
+        result[f"{name}_seconds"] = round(statistics.median(seconds), 3)
+        result[f"{name}_python_calls"] = pstats.Stats(profile).total_calls
+        if name == "pipeline":
+            result["entities"] = entities
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

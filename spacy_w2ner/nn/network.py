@@ -318,9 +318,14 @@ def saved_bytes_per_cell(network: GridNetwork, input_size: int, sides=(24, 48)) 
     by ``model.training_plan`` to say what a training step's grids will need."""
     device = next(network.parameters()).device
     totals = []
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # training's draws unchanged
-        for side in sides:
-            totals.append(_saved_bytes(network, input_size, side, device))
+    was_training = network.training
+    network.train()  # a training pass's figure (dropout's masks), whatever mode prediction left
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # training's draws unchanged
+            for side in sides:
+                totals.append(_saved_bytes(network, input_size, side, device))
+    finally:
+        network.train(was_training)
     return (totals[1] - totals[0]) / (sides[1] ** 2 - sides[0] ** 2)
 
 

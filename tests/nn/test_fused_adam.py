@@ -191,7 +191,7 @@ def test_bfloat16_mixed_precision_autocasts_on_the_cpu_and_gives_float32():
     assert shim._model.linear.weight.dtype == shim._model.linear.weight.grad.dtype == torch.float32
     predicted = shim.predict(inputs)
     assert predicted["out"].dtype == torch.float32 and not predicted["out"].requires_grad
-    assert shim._model.training  # predict puts the module back in training mode, as Thinc's does
+    assert not shim._model.training  # predict leaves the module in eval mode (``_set_training``)
     assert shim._model.seen == [True, True]
 
 
@@ -205,6 +205,34 @@ def test_the_cpu_autocasts_only_bfloat16_mixed_precision(mixed_precision, half_d
         assert torch.equal(output["out"], shim._model.linear(inputs.args[0]))
     shim.predict(inputs)
     assert shim._model.seen == [False, False]
+
+
+class DropoutProbe(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dropout = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.dropout(x)
+
+
+def test_the_module_changes_mode_only_when_asked_for_the_other(monkeypatch):
+    walks = []
+    train = torch.nn.Module.train
+    monkeypatch.setattr(torch.nn.Module, "train", lambda module, mode=True: walks.append(mode) or train(module, mode))
+    shim = fuse_updates(PyTorchShim(DropoutProbe()), FusedPyTorchShim, "bfloat16")
+    x = torch.ones(64, 64)
+    inputs = ArgsKwargs(args=(x,), kwargs={})
+    for _ in range(3):
+        assert torch.equal(shim.predict(inputs), x)  # dropout off: eval mode
+    assert not shim._model.dropout.training
+    output, _ = shim.begin_update(inputs)
+    assert shim._model.dropout.training and not torch.equal(output, x)  # dropout on again
+    shim.begin_update(inputs)
+    assert torch.equal(shim.predict(inputs), x)
+    # One walk to eval for three predictions, one to training for two updates, one back: where
+    # Thinc's shim walks twice a prediction and once an update (the root's call, then its child's).
+    assert walks == [False, False, True, True, False, False]
 
 
 def test_a_cpu_without_bfloat16_instructions_is_warned_once(monkeypatch):

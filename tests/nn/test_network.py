@@ -12,6 +12,7 @@ from spacy_w2ner.nn.network import (
     GridNetwork,
     distance_buckets,
     region_ids,
+    saved_bytes_per_cell,
 )
 
 INPUT_SIZE = 12
@@ -339,3 +340,13 @@ def test_cpu_dropout_keeps_each_value_with_probability_1_minus_p_and_scales_it()
     assert torch.equal(dropout(ones), dropped)
     assert torch.equal(dropout.eval()(ones), ones)
     assert torch.equal(Dropout(0.0).train()(ones), ones) and not Dropout(1.0).train()(ones).any()
+
+
+def test_saved_bytes_per_cell_is_a_training_passs_in_either_mode():
+    network = make_network(input_dropout=0.5, conv_dropout=0.5, output_dropout=0.5)
+    in_training = saved_bytes_per_cell(network, INPUT_SIZE)
+    network.eval()  # as a prediction leaves it (nn.fused_adam's shim keeps the module's last mode)
+    assert saved_bytes_per_cell(network, INPUT_SIZE) == in_training
+    assert not network.training and not network.grid_builder.training
+    network.train()
+    assert saved_bytes_per_cell(network, INPUT_SIZE) == in_training and network.training
