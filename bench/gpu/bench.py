@@ -336,6 +336,10 @@ def infer(args) -> None:
     nlp = spacy.load(args.model)
     if args.max_grid_padding != "config":  # the saved model's setting otherwise
         nlp.get_pipe("w2ner").model.attrs["max_grid_padding"] = float(args.max_grid_padding)
+    if args.pass_padding != "default":
+        from spacy_w2ner.encoders.transformer import node_named
+
+        node_named(nlp.get_pipe("transformer").model, "hf-pytorch").attrs["max_pass_padding"] = float(args.pass_padding)
     docs = [blank_copy(doc, nlp.vocab) for doc in read_docs(args.data, nlp.vocab)]
     words = sum(len(doc) for doc in docs)
     install_grid_timers()
@@ -365,6 +369,7 @@ def infer(args) -> None:
         "words": words,
         "batch_size": args.batch_size,
         "max_grid_padding": args.max_grid_padding,
+        "max_pass_padding": args.pass_padding,
         "seconds": round(full[best], 3),
         "sentences_per_s": round(len(docs) / full[best], 1),
         "encoder_only_sentences_per_s": round(len(docs) / min(encoder_only), 1),
@@ -558,6 +563,7 @@ def main() -> None:
         p.add_argument("--workdir", default=".")
         p.add_argument("--output", default="")
         p.add_argument("--max-grid-padding", default="config", help="infer: w2ner's max_grid_padding (a number, inf; config: the model's)")
+        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding (a number, inf; default: 1.25)")
         p.set_defaults(run=function)
 
     args = parser.parse_args()

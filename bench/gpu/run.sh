@@ -12,7 +12,8 @@
 #                     gN: max_grid_padding N, e.g. g1.25 the CPU's rule, ginf none; base: the
 #                     spacy_w2ner of $BASELINE, bench/gpu/baseline.sh, against this tree in one call);
 #                     $PROFILE_STEPS (FIRST:LAST) profiles those steps of each run
-#   infer-speed       ours: inference, $INFER_SETTINGS, each PRECISION:BATCH[:gN] (whole pipeline,
+#   infer-speed       ours: inference, $INFER_SETTINGS, each PRECISION:BATCH[:gN][:pN] (gN: w2ner's
+#                     max_grid_padding, pN: the encoder's max_pass_padding; whole pipeline,
 #                     encoder alone; the model of train-speed's b12 run in PRECISION), the
 #                     $TOKENS-token document (first, again, without sentences)
 #   reference-speed   ljynlp/W2NER with the same encoder, data and batch size: training and
@@ -158,12 +159,20 @@ train_speed() {
 }
 
 infer_speed() {  # the 150-step batch-12 models of train-speed
-  for setting in $INFER_SETTINGS; do  # PRECISION:BATCH[:gN]
+  for setting in $INFER_SETTINGS; do  # PRECISION:BATCH[:gN][:pN]
     set -- ${setting//:/ }
-    local model=$WORK/train-b12-$1/model/model-last grid_padding=${3:-gconfig}
+    local model=$WORK/train-b12-$1/model/model-last grid_padding=config pass_padding=default name="infer-$1-b$2" option
+    for option in "${@:3}"; do
+      case $option in
+        g*) grid_padding=${option#g} ;;
+        p*) pass_padding=${option#p} ;;
+        *) echo "infer-speed: $setting: $option is neither gN nor pN"; continue 2 ;;
+      esac
+      name+="-$option"
+    done
     [ -d "$model" ] || { echo "infer-speed: no $model (run train-speed first)"; continue; }
-    step "infer-$1-b$2${3:+-$3}" $BENCH infer "$model" $DATA/test.spacy --batch-size "$2" --gpu-id "$GPU_ID" \
-      --max-grid-padding "${grid_padding#g}"
+    step "$name" $BENCH infer "$model" $DATA/test.spacy --batch-size "$2" --gpu-id "$GPU_ID" \
+      --max-grid-padding "$grid_padding" --pass-padding "$pass_padding"
   done
   local model; model=$(ls -d "$WORK"/train-b12-*/model/model-last 2>/dev/null | tail -1)
   [ -n "$model" ] || return

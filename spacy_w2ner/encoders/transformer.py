@@ -11,7 +11,7 @@ from spacy_transformers.data_classes import WordpieceBatch
 from thinc.api import Model, NumpyOps
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 
-from ..grid.segments import group_by_length
+from ..grid.segments import MAX_PADDING, group_by_length
 from ..memory import release_freed_memory
 from ..model.types import no_backprop
 from ..nn.fused_adam import check_half_dtype, fuse_updates
@@ -125,6 +125,9 @@ def _chunked_encoder(encoder: Model, max_spans_per_pass: int, last_layers: int, 
             "convert_inputs": partial(_ask_for_hidden_states, encoder.attrs["convert_inputs"]),
             "convert_outputs": partial(_mean_of_top_layers, encoder.attrs["convert_outputs"]),
             "max_spans_per_pass": max_spans_per_pass,
+            # How much a prediction pass may be padded before spans of other lengths get a pass
+            # of their own (``group_by_length``'s max_padding); the GPU bench sets others.
+            "max_pass_padding": MAX_PADDING,
             "last_layers": last_layers,
             "keep_hidden_states": keep_hidden_states,
         },
@@ -168,11 +171,12 @@ MIN_TOKENS_PER_TRAINING_PASS = 64
 def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     """Thinc's PyTorch forward over passes of spans of similar length, each pass cut to its own
     longest span (``grid.segments.group_by_length``: padding at most a quarter more than the
-    spans' own wordpieces; when predicting, at most ``max_spans_per_pass`` spans a pass). Padding
-    is masked, so a span's vectors do not depend on its pass, and in training neither do the
-    gradients (up to float rounding). When predicting, each pass's output is copied into arrays
-    for all spans as it comes (never all passes and their concatenation at once), then the
-    heap's freed memory is given back on the CPU (``memory.py``)."""
+    spans' own wordpieces; when predicting, ``max_pass_padding`` times them and at most
+    ``max_spans_per_pass`` spans a pass). Padding is masked, so a span's vectors do not depend
+    on its pass, and in training neither do the gradients (up to float rounding). When
+    predicting, each pass's output is copied into arrays for all spans as it comes (never all
+    passes and their concatenation at once), then the heap's freed memory is given back on the
+    CPU (``memory.py``)."""
     if len(wordpieces) == 0:
         return pytorch_forward(model, wordpieces, is_train)
     widths = unpadded_widths(wordpieces.attention_mask)
@@ -182,7 +186,10 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     if is_train:
         passes = list(group_by_length(widths, _tokens, min_cost=MIN_TOKENS_PER_TRAINING_PASS))
     else:
-        passes = list(group_by_length(widths, _tokens, max_items=model.attrs["max_spans_per_pass"], min_cost=MIN_TOKENS_PER_PASS))
+        passes = list(group_by_length(
+            widths, _tokens, max_items=model.attrs["max_spans_per_pass"], min_cost=MIN_TOKENS_PER_PASS,
+            max_padding=model.attrs.get("max_pass_padding", MAX_PADDING),
+        ))  # fmt: skip
     full_width = wordpieces.input_ids.shape[1]
     if len(passes) == 1 and max(widths, default=0) == full_width:
         return pytorch_forward(model, wordpieces, is_train)
