@@ -13,7 +13,8 @@
 #                     spacy_w2ner of $BASELINE, bench/gpu/baseline.sh, against this tree in one call);
 #                     $PROFILE_STEPS (FIRST:LAST) profiles those steps of each run
 #   infer-speed       ours: inference, $INFER_SETTINGS, each PRECISION:BATCH[:gN][:pN] (gN: w2ner's
-#                     max_grid_padding, pN: the encoder's max_pass_padding; whole pipeline,
+#                     max_grid_padding, pN: the encoder's max_pass_padding, pA/B/C: each in turn
+#                     in one process; whole pipeline,
 #                     encoder alone; the model of train-speed's b12 run in PRECISION), the
 #                     $TOKENS-token document (first, again, without sentences)
 #   reference-speed   ljynlp/W2NER with the same encoder, data and batch size: training and
@@ -165,10 +166,10 @@ infer_speed() {  # the 150-step batch-12 models of train-speed
     for option in "${@:3}"; do
       case $option in
         g*) grid_padding=${option#g} ;;
-        p*) pass_padding=${option#p} ;;
+        p*) pass_padding=${option#p} pass_padding=${pass_padding//\// } ;;  # p1.25/inf: both, in turn
         *) echo "infer-speed: $setting: $option is neither gN nor pN"; continue 2 ;;
       esac
-      name+="-$option"
+      name+="-${option//\//_}"
     done
     [ -d "$model" ] || { echo "infer-speed: no $model (run train-speed first)"; continue; }
     step "$name" $BENCH infer "$model" $DATA/test.spacy --batch-size "$2" --gpu-id "$GPU_ID" \
