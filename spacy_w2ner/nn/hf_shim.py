@@ -25,7 +25,23 @@ INT8_CANNOT_TRAIN = (
 
 
 class FusedHFShim(FusedUpdate, HFShim):
-    """HFShim whose ``finish_update`` is one fused Adam step over the encoder's tensors."""
+    """HFShim whose ``finish_update`` is one fused Adam step over the encoder's tensors, and
+    whose encoder loads with the config it was saved with.
+
+    ``HFShim.from_bytes`` writes the saved config to a JSON file with ``srsly.write_json``,
+    which keeps 10 decimals: MiniLM's ``layer_norm_eps`` of 1e-12 came back as 0.0 (and
+    ``_name_or_path`` as the temporary file), so a pipeline loaded, or a training run resumed
+    from a checkpoint, saved another config than it was given. Here the config read from that
+    file gets the saved floats and name back before the encoder is built from it."""
+
+    def from_bytes(self, bytes_data):
+        saved = srsly.msgpack_loads(bytes_data).get("config") or {}
+        config_cls = self.config_cls
+        self.config_cls = _SavedConfig(config_cls, saved)
+        try:
+            return super().from_bytes(bytes_data)
+        finally:
+            self.config_cls = config_cls
 
 
 class Int8HFShim(FusedHFShim):
@@ -117,3 +133,19 @@ class _Int8Builder:
         model = self.model_cls.from_config(config, **kwargs)
         quantize_linear_layers(model, self.patterns)
         return model
+
+
+class _SavedConfig:
+    """Stands in for ``AutoConfig`` in ``HFShim.from_bytes``: the config from its JSON file,
+    with the saved dict's floats and ``_name_or_path`` where the file changed them."""
+
+    def __init__(self, config_cls, saved: dict):
+        self.config_cls = config_cls
+        self.saved = saved
+
+    def from_pretrained(self, path, **kwargs):
+        config = self.config_cls.from_pretrained(path, **kwargs)
+        for key, value in self.saved.items():
+            if (isinstance(value, float) or key == "_name_or_path") and getattr(config, key, None) != value:
+                setattr(config, key, value)
+        return config
