@@ -175,8 +175,8 @@ class FusedUpdate:
     def _set_training(self, training: bool) -> None:
         """Put the module in training or eval mode, walking its submodules only when the mode
         changes. Thinc's shim calls ``eval()`` before and ``train()`` after every prediction and
-        ``train()`` before every update: each call visits every submodule (about 150 in a
-        BERT-base encoder, some 0.9 ms of host time a call), several times a batch. ``train()``
+        ``train()`` before every update: each call visits every submodule (216 in MPNet-base,
+        0.85 ms of host time a call on this project's CPUs), several times a batch. ``train()``
         and ``eval()`` set every submodule's flag with the root's, so the root's flag is the
         module's mode."""
         if self._model.training != training:
