@@ -14,9 +14,9 @@
 #                     $PROFILE_STEPS (FIRST:LAST) profiles those steps of each run
 #   infer-speed       ours: inference, $INFER_SETTINGS, each PRECISION:BATCH[:gN][:pN] (gN: w2ner's
 #                     max_grid_padding, pN: the encoder's max_pass_padding, pA/B/C: each in turn
-#                     in one process; whole pipeline,
-#                     encoder alone; the model of train-speed's b12 run in PRECISION), the
-#                     $TOKENS-token document (first, again, without sentences)
+#                     in one process; whole pipeline, encoder alone; the model of train-speed's
+#                     b12 run in PRECISION), the $TOKENS-token document (first, again, without
+#                     sentences)
 #   reference-speed   ljynlp/W2NER with the same encoder, data and batch size: training and
 #                     inference sentences/s (bench/reference/reference.py speed)
 #   accuracy-start    CADEC with all-mpnet-base-v2 in the background: ours (w2ner_mpnet_gpu.cfg)
