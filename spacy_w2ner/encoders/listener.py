@@ -80,21 +80,28 @@ def _has_aligned_rows(trf_data) -> bool:
     return hidden is not None and hidden.size > 0 and trf_data.align.dataXd.size > 0
 
 
+def _word_piece_rows(ops, trf_datas: list):
+    """The docs' word-piece rows in one array (one copy at most), each doc's first row (and the
+    end), and per doc its tokens' row indices into that array and their lengths (host arrays)."""
+    sources = [ops.reshape2f(trf_data.model_output.last_hidden_state, -1, trf_data.width) for trf_data in trf_datas]
+    starts = numpy.cumsum([0] + [source.shape[0] for source in sources])
+    indices = [ops.to_numpy(trf_data.align.dataXd).reshape(-1) + start for trf_data, start in zip(trf_datas, starts)]
+    lengths = [ops.to_numpy(trf_data.align.lengths) for trf_data in trf_datas]
+    source = sources[0] if len(sources) == 1 else ops.xp.concatenate(sources)
+    return source, starts, indices, lengths
+
+
 def _pool_batch(model: Model, trf_datas: list):
     """trfs2arrays' training forward, every doc of the batch at once: one gather of the word-piece
     rows, one pooling call and, backwards, one scatter-add, where trfs2arrays makes each per doc
     (on a GPU each also copies the doc's alignment to the device, a wait for the device). The docs'
     rows are disjoint, so the token vectors and the gradients are the same numbers."""
     ops = model.ops
-    sources = [ops.reshape2f(trf_data.model_output.last_hidden_state, -1, trf_data.width) for trf_data in trf_datas]
-    starts = numpy.cumsum([0] + [source.shape[0] for source in sources])
-    indices = [ops.to_numpy(trf_data.align.dataXd).reshape(-1) + start for trf_data, start in zip(trf_datas, starts)]
-    lengths = [ops.to_numpy(trf_data.align.lengths) for trf_data in trf_datas]
+    source, starts, indices, lengths = _word_piece_rows(ops, trf_datas)
     n_rows = sum(len(doc_indices) for doc_indices in indices)
     # The indices and the lengths go to the device in one copy.
     both = ops.asarray1i(numpy.concatenate(indices + lengths))
     index, token_lengths = both[:n_rows], both[n_rows:]
-    source = sources[0] if len(sources) == 1 else ops.xp.concatenate(sources)
     pooled, backprop_pooling = model.layers[0](Ragged(source[index], token_lengths), True)
     token_starts = numpy.cumsum([len(doc_lengths) for doc_lengths in lengths])[:-1]
     grad_factor = model.attrs["grad_factor"]
@@ -140,14 +147,7 @@ def _pool_docs(model: Model, trf_datas: list, size: int):
     """The token vectors of the docs, concatenated: their word-piece rows pooled ``size`` tokens at a time."""
     ops = model.ops
     pooling = model.layers[0]
-    sources, indices, lengths, offset = [], [], [], 0
-    for trf_data in trf_datas:
-        source = ops.reshape2f(trf_data.model_output.last_hidden_state, -1, trf_data.width)
-        sources.append(source)
-        indices.append(ops.to_numpy(trf_data.align.dataXd).reshape(-1) + offset)
-        lengths.append(ops.to_numpy(trf_data.align.lengths))
-        offset += source.shape[0]
-    source = sources[0] if len(sources) == 1 else ops.xp.concatenate(sources)
+    source, _, indices, lengths = _word_piece_rows(ops, trf_datas)
     all_indices, all_lengths = numpy.concatenate(indices), numpy.concatenate(lengths)
     starts = numpy.concatenate([[0], numpy.cumsum(all_lengths)])
     pooled = []

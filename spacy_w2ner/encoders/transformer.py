@@ -188,7 +188,7 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     else:
         passes = list(group_by_length(
             widths, _tokens, max_items=model.attrs["max_spans_per_pass"], min_cost=MIN_TOKENS_PER_PASS,
-            max_padding=model.attrs.get("max_pass_padding", MAX_PADDING),
+            max_padding=model.attrs["max_pass_padding"],
         ))  # fmt: skip
     full_width = wordpieces.input_ids.shape[1]
     if len(passes) == 1 and max(widths, default=0) == full_width:
