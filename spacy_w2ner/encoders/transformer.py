@@ -14,6 +14,7 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from ..grid.segments import MAX_PADDING, group_by_length
 from ..memory import release_freed_memory
 from ..model.types import no_backprop
+from ..nn.cuda_graphs import GraphedForward
 from ..nn.fused_adam import check_half_dtype, fuse_updates
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
@@ -128,6 +129,9 @@ def _chunked_encoder(encoder: Model, max_spans_per_pass: int, last_layers: int, 
             # How much a prediction pass may be padded before spans of other lengths get a pass
             # of their own (``group_by_length``'s max_padding); the GPU bench sets others.
             "max_pass_padding": MAX_PADDING,
+            # Prediction passes on a GPU replayed from CUDA graphs (``nn/cuda_graphs.py``); off
+            # until a GPU's figures decide, the GPU bench turns it on.
+            "cuda_graphs": False,
             "last_layers": last_layers,
             "keep_hidden_states": keep_hidden_states,
         },
@@ -179,6 +183,8 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     CPU (``memory.py``)."""
     if len(wordpieces) == 0:
         return pytorch_forward(model, wordpieces, is_train)
+    if not is_train:
+        _attach_cuda_graphs(model)
     widths = unpadded_widths(wordpieces.attention_mask)
     limit = model.attrs.get("training_pass_wordpieces", 0)
     if is_train and limit and int(widths.sum()) > limit:
@@ -209,6 +215,18 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     if isinstance(model.ops, NumpyOps) and len(wordpieces) > model.attrs["max_spans_per_pass"]:
         release_freed_memory()
     return output_type(**merged), no_backprop
+
+
+def _attach_cuda_graphs(model: Model) -> None:
+    """Give the encoder's shims a ``GraphedForward`` while the ``cuda_graphs`` attr is on (its
+    prediction passes on a GPU replayed from CUDA graphs), none while it is off. The graphs keep
+    only the top layers the encoder averages."""
+    for shim in model.shims:
+        if not model.attrs.get("cuda_graphs", False):
+            shim.cuda_graphs = None
+        elif shim.cuda_graphs is None:
+            keep_all = model.attrs["keep_hidden_states"]
+            shim.cuda_graphs = GraphedForward(top_layers=None if keep_all else model.attrs["last_layers"])
 
 
 def _packs(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray) -> bool:

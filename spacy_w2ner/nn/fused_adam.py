@@ -109,6 +109,9 @@ class FusedUpdate:
     """Mixin for Thinc's ``PyTorchShim`` and its subclasses (see the module docstring)."""
 
     half_dtype = "float16"  # set per shim by the layer that builds it
+    # A ``cuda_graphs.GraphedForward`` that replays prediction passes on a GPU, or None
+    # (set per shim by the encoder layer, from its ``cuda_graphs`` attr)
+    cuda_graphs = None
 
     def begin_update(self, inputs):
         if self._autocasts_on_cpu():
@@ -163,14 +166,24 @@ class FusedUpdate:
         return self._grad_scaler.found_inf
 
     def predict(self, inputs):
-        """Thinc's predict (no gradients, the shim's autocast), with the module left in eval mode."""
+        """Thinc's predict (no gradients, the shim's autocast), with the module left in eval mode;
+        on a GPU replayed from CUDA graphs where ``cuda_graphs`` is set."""
         self._set_training(False)
         if self._autocasts_on_cpu():
             with torch.no_grad(), cpu_autocast():
                 return float32_outputs(self._model(*inputs.args, **inputs.kwargs))
         with autocast_dtype(self.half_dtype):  # read by the autocast made under it
+            if self.cuda_graphs is not None and not inputs.args:
+                output = self.cuda_graphs(self._model, inputs.kwargs, self._capture_autocast)
+                if output is not None:
+                    return output
             with torch.no_grad(), torch.autocast("cuda", enabled=self._mixed_precision):
                 return self._model(*inputs.args, **inputs.kwargs)
+
+    def _capture_autocast(self):
+        """The prediction's autocast for a CUDA graph's capture: without its cache of cast
+        weights, which a graph cannot keep between replays."""
+        return torch.autocast("cuda", enabled=self._mixed_precision, cache_enabled=False)
 
     def _set_training(self, training: bool) -> None:
         """Put the module in training or eval mode, walking its submodules only when the mode

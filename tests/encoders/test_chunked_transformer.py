@@ -197,6 +197,34 @@ def test_encoder_passes_group_spans_by_length(monkeypatch):
         assert [(e.label, e.tokens) for e in get_entities(a)] == [(e.label, e.tokens) for e in get_entities(b)]
 
 
+def test_prediction_passes_from_recorded_graphs_give_the_eager_vectors_and_entities(monkeypatch):
+    """The encoder's ``cuda_graphs`` attr through the pipeline (shim, passes, top layers), with
+    a recorder that replays on the CPU (``tests/nn/test_cuda_graphs.py``): the same vectors
+    and entities as eager passes; a CPU's own passes never use graphs."""
+    from spacy_w2ner.nn import cuda_graphs
+
+    from ..nn.test_cuda_graphs import ReplayingRecorder
+
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    texts = [" ".join(["pain"] * n) + " in her knees ." for n in (3, 60, 5, 40, 4, 90, 6, 2)] * 3
+    encoder = nlp.get_pipe("transformer").model.layers[0]
+    eager = list(nlp.pipe(texts, batch_size=8))
+    encoder.attrs["cuda_graphs"] = True
+    again = list(nlp.pipe(texts, batch_size=8))  # on a CPU: no recording, eager passes
+    assert encoder.shims[0].cuda_graphs.graphs == {}
+    monkeypatch.setattr(cuda_graphs, "CudaGraphRecorder", ReplayingRecorder)
+    encoder.shims[0].cuda_graphs = None  # a new GraphedForward, with the CPU's recorder
+    replayed = list(nlp.pipe(texts, batch_size=8))
+    graphs = encoder.shims[0].cuda_graphs
+    assert graphs.top_layers == encoder.attrs["last_layers"] and 0 < len(graphs.graphs) < 3 * 3
+    for a, b, c in zip(eager, again, replayed):
+        used = a._.trf_data.wordpieces.attention_mask > 0
+        va, vb, vc = (doc._.trf_data.model_output.last_hidden_state for doc in (a, b, c))
+        assert (va == vb).all() and va.shape == vc.shape and abs(va[used] - vc[used]).max() < 1e-5
+        assert [(e.label, e.tokens) for e in get_entities(a)] == [(e.label, e.tokens) for e in get_entities(c)]
+
+
 def test_chunked_listener_pools_the_same_token_vectors():
     """spacy_w2ner.TransformerListener.v1 pools a chunk of tokens at a time when predicting."""
     nlp = minilm_nlp()

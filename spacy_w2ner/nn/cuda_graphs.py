@@ -1,0 +1,196 @@
+"""An encoder's prediction passes on a GPU replayed from CUDA graphs: a forward pass's host
+work made one call.
+
+On a GPU, predicting sentences is bound by the host. A BERT-base-size forward pass is about 700
+torch operators and 450 module calls (MPNet, counted on a CPU), each some microseconds of
+Python and a kernel launch, for a few milliseconds of the device's arithmetic at 32 sentences.
+A CUDA graph records the kernels of one forward pass and replays them all in one call. Its
+shapes are fixed, so a pass is padded up to a bucket: rows to a power of two, wordpieces to a
+multiple of ``WIDTH_STEP``, padded with the pad token and an attention mask of 0. No real
+wordpiece attends to a padded one (their mask adds the dtype's minimum before the softmax,
+whose weights for them are then exactly 0), so the real rows' vectors are those of the
+unpadded pass, to the rounding of matrix products of other shapes. The outputs are copied out
+of the graph's buffers before the next replay can write them.
+
+``GraphedForward`` keeps one graph per bucket and set of keyword arguments, all in one memory
+pool (a replay uses the pool's memory only while it runs: inputs are copied in and outputs
+out around each replay), at most ``max_graphs`` of them; a pass it cannot replay (on the CPU,
+over the limit, a module whose forward reads a value back to the host, which a capture cannot
+record) runs as before. Which layers' outputs it keeps (``top_layers``: the ones the encoder
+averages) bounds the memory its graphs' outputs hold.
+"""
+import threading
+import warnings
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+import torch
+
+WIDTH_STEP = 32  # wordpieces: a pass's width is padded up to a multiple of this
+MAX_GRAPHS = 48
+WARMUP_PASSES = 2  # eager passes on a side stream before a capture (cuBLAS's workspaces, lazy init)
+# Keyword arguments that are (rows, wordpieces) tensors, and the value their padding takes
+# (None: the module's pad token id).
+PADDED_INPUTS = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0, "position_ids": 0}
+SEQUENCE_OUTPUTS = ("last_hidden_state", "hidden_states")
+
+
+def bucket_shape(rows: int, width: int) -> Tuple[int, int]:
+    """The padded shape a (rows, width) pass is replayed at."""
+    return 1 << max(rows - 1, 0).bit_length(), -(-width // WIDTH_STEP) * WIDTH_STEP
+
+
+def pad_inputs(kwargs: Mapping, shape: Tuple[int, int], pad_token_id: int) -> Dict:
+    """``kwargs`` with its (rows, wordpieces) tensors padded to ``shape`` (new tensors)."""
+    padded = dict(kwargs)
+    for name, fill in PADDED_INPUTS.items():
+        value = kwargs.get(name)
+        if isinstance(value, torch.Tensor):
+            target = value.new_full(shape, pad_token_id if fill is None else fill)
+            target[: value.shape[0], : value.shape[1]] = value
+            padded[name] = target
+    return padded
+
+
+def unpad_outputs(output, rows: int, width: int, top_layers: Optional[int] = None):
+    """A model output (a ``ModelOutput``) of a padded pass cut back to ``rows`` and ``width``,
+    copied (the graph's buffers are written again by the next replay). ``top_layers``: only
+    that many of ``hidden_states`` are copied; the lower ones are None, the tuple as long."""
+    fields = {}
+    for key, value in output.items():
+        sequence = key in SEQUENCE_OUTPUTS
+        if isinstance(value, tuple):
+            keep = len(value) if top_layers is None else top_layers
+            fields[key] = tuple(
+                _cut(item, rows, width, sequence) if k >= len(value) - keep else None for k, item in enumerate(value)
+            )
+        elif isinstance(value, torch.Tensor):
+            fields[key] = _cut(value, rows, width, sequence)
+        else:
+            fields[key] = value
+    return type(output)(**fields)
+
+
+def _cut(tensor: torch.Tensor, rows: int, width: int, sequence: bool) -> torch.Tensor:
+    return (tensor[:rows, :width] if sequence else tensor[:rows]).clone()
+
+
+class CudaGraphRecorder:
+    """Records a function's kernels in a CUDA graph, after warm-up runs on a side stream (cuBLAS's
+    workspaces, lazy initialisation), all graphs in one memory pool."""
+
+    device_type = "cuda"
+
+    def __init__(self) -> None:
+        self._pool = None
+
+    def __call__(self, run: Callable[[], Any]) -> Tuple[Callable[[], None], Any]:
+        """(replay, the output buffers that each replay writes) of ``run``, whose inputs are
+        buffers too; RuntimeError where ``run`` does what a capture cannot hold."""
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_PASSES):
+                run()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            output = run()
+        return graph.replay, output
+
+
+class GraphedForward:
+    """A module's prediction passes on a CUDA device, replayed from graphs (module docstring).
+
+    Called with the module, a pass's keyword arguments and the prediction's autocast (a
+    function giving the context), it gives the pass's output, or None where the pass is not
+    for a graph (the caller runs it eagerly). ``recorder``: what records a pass (the tests give
+    one that runs on a CPU)."""
+
+    def __init__(self, top_layers: Optional[int] = None, max_graphs: int = MAX_GRAPHS, recorder=None) -> None:
+        self.top_layers = top_layers
+        self.max_graphs = max_graphs
+        self.recorder = recorder or CudaGraphRecorder()
+        self.graphs: Dict[tuple, "_Graph"] = {}
+        self.failed: Optional[str] = None  # why recording failed: the module runs eagerly from then on
+        self._lock = threading.Lock()  # a graph's buffers serve one pass at a time
+
+    def __call__(self, module: torch.nn.Module, kwargs: Mapping, autocast: Callable):
+        ids = kwargs.get("input_ids")
+        if self.failed or not isinstance(ids, torch.Tensor) or ids.device.type != self.recorder.device_type or ids.dim() != 2:
+            return None
+        rows, width = ids.shape
+        shape = bucket_shape(rows, width)
+        key = (shape, *sorted((name, _signature(value)) for name, value in kwargs.items()))
+        with self._lock:
+            graph = self.graphs.get(key)
+            if graph is None:
+                if len(self.graphs) >= self.max_graphs:
+                    return None
+                graph = self._record(module, pad_inputs(kwargs, shape, _pad_token_id(module)), autocast)
+                if graph is None:
+                    return None
+                self.graphs[key] = graph
+            return unpad_outputs(graph.replay(kwargs), rows, width, self.top_layers)
+
+    def _record(self, module: torch.nn.Module, static: Dict, autocast: Callable) -> Optional["_Graph"]:
+        """The module's forward on the ``static`` inputs, recorded; None (and eager from then on)
+        if the module does what a capture cannot hold (a read-back to the host)."""
+
+        def run():
+            with torch.no_grad(), autocast():
+                return _keep_top_layers(module(**static), self.top_layers)
+
+        try:
+            replay, output = self.recorder(run)
+        except RuntimeError as error:
+            self.failed = f"{type(module).__name__}: {error}".splitlines()[0]
+            warnings.warn(f"spacy_w2ner: CUDA graphs are off for this encoder, which predicts as before ({self.failed})")
+            return None
+        pad_id = _pad_token_id(module)
+        inputs = {
+            name: (static[name], pad_id if fill is None else fill)
+            for name, fill in PADDED_INPUTS.items()
+            if isinstance(static.get(name), torch.Tensor)
+        }
+        return _Graph(replay, inputs, output)
+
+
+class _Graph:
+    """One recorded pass: its padded input buffers (with their padding values), its replay, its
+    output buffers."""
+
+    def __init__(self, replay: Callable[[], None], inputs: Dict[str, Tuple[torch.Tensor, int]], output) -> None:
+        self._replay, self.inputs, self.output = replay, inputs, output
+
+    def replay(self, kwargs: Mapping):
+        """The output buffers after a replay on ``kwargs``' tensors, padded into the input buffers."""
+        for name, (buffer, fill) in self.inputs.items():
+            value = kwargs[name]
+            buffer.fill_(fill)
+            buffer[: value.shape[0], : value.shape[1]].copy_(value)
+        self._replay()
+        return self.output
+
+
+def _keep_top_layers(output, top_layers: Optional[int]):
+    """The output with ``hidden_states`` below the top ``top_layers`` dropped (None), so that the
+    graph's pool does not hold them."""
+    hidden = output.get("hidden_states") if hasattr(output, "get") else None
+    if top_layers is None or not isinstance(hidden, tuple):
+        return output
+    output["hidden_states"] = tuple(h if k >= len(hidden) - top_layers else None for k, h in enumerate(hidden))
+    return output
+
+
+def _signature(value):
+    """What of a keyword argument a graph is specific to: a tensor's dtype and rank, or the value."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", str(value.dtype), value.dim())
+    return value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+
+
+def _pad_token_id(module: torch.nn.Module) -> int:
+    pad = getattr(getattr(module, "config", None), "pad_token_id", None)
+    return 0 if pad is None else int(pad)

@@ -1,0 +1,222 @@
+"""Prediction passes replayed from CUDA graphs (``nn/cuda_graphs.py``): the padding to buckets
+and the cut back on the CPU, the capture and replay on a GPU (``-m gpu``)."""
+import warnings
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel, MPNetConfig, MPNetModel
+
+from spacy_w2ner.nn.cuda_graphs import GraphedForward, bucket_shape, pad_inputs, unpad_outputs
+
+SIZES = dict(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64)
+
+
+def _encoder(kind: str, device: str = "cpu") -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = MPNetModel(MPNetConfig(**SIZES)) if kind == "mpnet" else BertModel(BertConfig(**SIZES))
+    return model.to(device).eval()
+
+
+def _pass(rows: int, width: int, pad_id: int, device: str = "cpu", seed: int = 1) -> dict:
+    """A pass of ``rows`` spans of random wordpieces, the longest ``width`` wide, padded after each span."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(2, width + 1, (rows,), generator=generator)
+    lengths[0] = width
+    ids = torch.randint(3, SIZES["vocab_size"], (rows, width), generator=generator)
+    mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
+    ids = torch.where(mask.bool(), ids, torch.full_like(ids, pad_id))
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "output_hidden_states": True}
+
+
+def _no_autocast():
+    return torch.autocast("cuda", enabled=False, cache_enabled=False)
+
+
+def test_bucket_shapes_round_rows_to_a_power_of_two_and_wordpieces_to_32():
+    assert bucket_shape(1, 1) == (1, 32)
+    assert bucket_shape(3, 32) == (4, 32)
+    assert bucket_shape(32, 33) == (32, 64)
+    assert bucket_shape(33, 250) == (64, 256)
+
+
+@pytest.mark.parametrize("kind", ["mpnet", "bert"])
+def test_a_pass_padded_to_its_bucket_gives_the_real_rows_the_unpadded_vectors(kind):
+    # What a graph replays: the pass padded with pad tokens under a mask of 0, cut back.
+    encoder = _encoder(kind)
+    pad_id = encoder.config.pad_token_id
+    inputs = _pass(5, 19, pad_id)
+    with torch.no_grad():
+        expected = encoder(**inputs)
+        padded = pad_inputs(inputs, bucket_shape(5, 19), pad_id)
+        assert padded["input_ids"].shape == (8, 32) and padded["attention_mask"][5:].sum() == 0
+        assert torch.equal(padded["input_ids"][:5, :19], inputs["input_ids"]) and (padded["input_ids"][:, 19:] == pad_id).all()
+        output = unpad_outputs(encoder(**padded), 5, 19)
+    real = inputs["attention_mask"].bool()
+    assert output.last_hidden_state.shape == expected.last_hidden_state.shape
+    assert torch.allclose(output.last_hidden_state[real], expected.last_hidden_state[real], atol=1e-5)
+    assert torch.allclose(output.pooler_output, expected.pooler_output, atol=1e-5)
+    for ours, theirs in zip(output.hidden_states, expected.hidden_states, strict=True):
+        assert torch.allclose(ours[real], theirs[real], atol=1e-5)
+
+
+def test_unpadded_outputs_are_copies_and_keep_only_the_top_layers():
+    encoder = _encoder("mpnet")
+    inputs = _pass(4, 32, encoder.config.pad_token_id)
+    with torch.no_grad():
+        output = encoder(**inputs)
+    cut = unpad_outputs(output, 3, 20, top_layers=2)
+    assert len(cut.hidden_states) == len(output.hidden_states) == 4
+    assert cut.hidden_states[:2] == (None, None) and torch.equal(cut.hidden_states[3], output.hidden_states[3][:3, :20])
+    cut.last_hidden_state.zero_()  # the next replay writes the graph's buffers: the cut must not share them
+    assert output.last_hidden_state.abs().sum() > 0
+
+
+class ReplayingRecorder:
+    """A recorder for the CPU: its replay runs the pass again and writes the result into the
+    first run's output tensors, as a graph's replay writes its buffers."""
+
+    device_type = "cpu"
+
+    def __init__(self) -> None:
+        self.recorded = 0
+
+    def __call__(self, run):
+        self.recorded += 1
+        output = run()
+
+        def replay():
+            for key, value in run().items():
+                buffers = output[key] if isinstance(value, tuple) else (output[key],)
+                for buffer, fresh in zip(buffers, value if isinstance(value, tuple) else (value,)):
+                    if fresh is not None:
+                        buffer.copy_(fresh)
+
+        return replay, output
+
+
+def test_replayed_passes_give_the_unpadded_vectors_from_one_recording_per_bucket():
+    encoder = _encoder("mpnet")
+    recorder = ReplayingRecorder()
+    graphs = GraphedForward(top_layers=2, recorder=recorder)
+    outputs = []
+    for rows, width, seed in [(5, 19, 1), (6, 25, 2), (3, 40, 3), (5, 19, 4)]:
+        inputs = _pass(rows, width, encoder.config.pad_token_id, seed=seed)
+        with torch.no_grad():
+            expected = encoder(**inputs)
+        output = graphs(encoder, inputs, _no_autocast)
+        real = inputs["attention_mask"].bool()
+        assert output.last_hidden_state.shape == (rows, width, SIZES["hidden_size"])
+        assert torch.allclose(output.last_hidden_state[real], expected.last_hidden_state[real], atol=1e-5)
+        assert torch.allclose(output.hidden_states[-1][real], expected.hidden_states[-1][real], atol=1e-5)
+        assert output.hidden_states[:2] == (None, None)
+        outputs.append((output, output.last_hidden_state.clone()))
+    assert recorder.recorded == len(graphs.graphs) == 2  # (8, 32) for the first, second and last; (4, 64)
+    assert all(torch.equal(output.last_hidden_state, kept) for output, kept in outputs)  # copies, not the buffers
+
+
+def test_a_pass_with_other_arguments_is_recorded_apart_and_over_the_limit_runs_eagerly():
+    encoder = _encoder("mpnet")
+    graphs = GraphedForward(max_graphs=2, recorder=ReplayingRecorder())
+    inputs = _pass(2, 10, 1)
+    assert graphs(encoder, inputs, _no_autocast) is not None
+    assert graphs(encoder, {**inputs, "output_hidden_states": False}, _no_autocast).hidden_states is None
+    assert graphs(encoder, _pass(2, 40, 1), _no_autocast) is None
+    assert len(graphs.graphs) == 2 and graphs.failed is None
+
+
+def test_a_module_a_recording_cannot_hold_runs_eagerly_with_a_warning():
+    class Refusing(ReplayingRecorder):
+        def __call__(self, run):
+            raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+    graphs = GraphedForward(recorder=Refusing())
+    encoder = _encoder("mpnet")
+    with pytest.warns(UserWarning, match="CUDA graphs are off for this encoder"):
+        assert graphs(encoder, _pass(2, 10, 1), _no_autocast) is None
+    assert graphs.failed == "MPNetModel: operation not permitted when stream is capturing"
+    assert graphs(encoder, _pass(2, 10, 1), _no_autocast) is None and graphs.graphs == {}
+
+
+def test_passes_on_the_cpu_are_not_for_cuda_graphs():
+    encoder = _encoder("mpnet")
+    graphs = GraphedForward()
+    assert graphs(encoder, _pass(2, 8, 1), _no_autocast) is None
+    assert graphs.graphs == {} and graphs.failed is None
+
+
+def test_the_encoder_attr_gives_its_shims_graphs_only_while_on():
+    from thinc.api import Model
+
+    from spacy_w2ner.encoders.transformer import _attach_cuda_graphs
+
+    class Shim:
+        cuda_graphs = None
+
+    node = Model("hf-pytorch", lambda *a: None, shims=[Shim()], attrs={"cuda_graphs": True, "last_layers": 4, "keep_hidden_states": False})
+    _attach_cuda_graphs(node)
+    graphs = node.shims[0].cuda_graphs
+    assert isinstance(graphs, GraphedForward) and graphs.top_layers == 4
+    _attach_cuda_graphs(node)
+    assert node.shims[0].cuda_graphs is graphs  # kept: its captured graphs with it
+    node.attrs["cuda_graphs"] = False
+    _attach_cuda_graphs(node)
+    assert node.shims[0].cuda_graphs is None
+
+
+# ---------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.gpu
+def test_replayed_passes_give_the_eager_passes_vectors():
+    encoder = _encoder("mpnet", "cuda")
+    graphs = GraphedForward(top_layers=2)
+    for rows, width, seed in [(5, 19, 1), (6, 25, 2), (32, 40, 3), (1, 7, 4)]:
+        inputs = _pass(rows, width, encoder.config.pad_token_id, "cuda", seed)
+        with torch.no_grad():
+            expected = encoder(**inputs)
+        output = graphs(encoder, inputs, _no_autocast)
+        assert output is not None and graphs.failed is None
+        real = inputs["attention_mask"].bool()
+        assert torch.allclose(output.last_hidden_state[real], expected.last_hidden_state[real], atol=1e-4)
+        assert torch.allclose(output.hidden_states[-1][real], expected.hidden_states[-1][real], atol=1e-4)
+        assert output.hidden_states[0] is None
+    assert len(graphs.graphs) == 3  # (5, 19) and (6, 25) share the (8, 32) bucket
+
+
+@pytest.mark.gpu
+def test_an_earlier_replays_output_survives_the_next_replay():
+    encoder = _encoder("mpnet", "cuda")
+    graphs = GraphedForward()
+    first_inputs = _pass(4, 20, 1, "cuda", 1)
+    first = graphs(encoder, first_inputs, _no_autocast).last_hidden_state
+    kept = first.clone()
+    graphs(encoder, _pass(4, 20, 1, "cuda", 2), _no_autocast)  # the same graph, other wordpieces
+    assert torch.equal(first, kept)
+
+
+@pytest.mark.gpu
+def test_over_the_limit_a_pass_runs_eagerly():
+    encoder = _encoder("mpnet", "cuda")
+    graphs = GraphedForward(max_graphs=1)
+    assert graphs(encoder, _pass(2, 10, 1, "cuda"), _no_autocast) is not None
+    assert graphs(encoder, _pass(2, 40, 1, "cuda"), _no_autocast) is None
+    assert len(graphs.graphs) == 1 and graphs.failed is None
+
+
+@pytest.mark.gpu
+def test_a_module_that_reads_back_to_the_host_runs_eagerly_with_a_warning():
+    class ReadsBack(torch.nn.Module):
+        config = None
+
+        def forward(self, input_ids, attention_mask):
+            if attention_mask.sum().item() > 0:  # a synchronisation: no capture can hold it
+                return {"last_hidden_state": input_ids.float()}
+            return {"last_hidden_state": -input_ids.float()}
+
+    graphs = GraphedForward()
+    inputs = {key: value for key, value in _pass(2, 10, 0, "cuda").items() if key != "output_hidden_states"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert graphs(ReadsBack(), inputs, _no_autocast) is None
+    assert graphs.failed and any("CUDA graphs are off" in str(w.message) for w in caught)
+    assert graphs(ReadsBack(), inputs, _no_autocast) is None  # not tried again
