@@ -328,11 +328,18 @@ def step_ops(args) -> None:
 def infer(args) -> None:
     """Sentences/s of the whole pipeline and of the encoder alone on pre-tokenized docs, for each
     of ``--pass-padding``'s settings, taken in turn in each round (one process: a loan's slow
-    process does not pass for a setting's cost); the best round of each."""
+    process does not pass for a setting's cost); the best round of each. A setting ``cgN`` is
+    pass padding N with the encoder's prediction passes replayed from CUDA graphs
+    (``nn/cuda_graphs.py``); each setting's entities are compared with the first setting's.
+
+    The timed runs carry no hooks: the grid network's share comes from one more run of each
+    setting afterwards, with the grid timers (a synchronisation at each end of the grid network,
+    and a hook on every module call: 6% of the encoder's host time, on a CPU)."""
     import spacy
     import torch
 
     from hooks import STATS, install_grid_timers, peak_gpu_mb
+    from spacy_w2ner import get_entities
     from spacy_w2ner.encoders.transformer import node_named
     from spacy_w2ner.grid.segments import MAX_PADDING
 
@@ -344,37 +351,47 @@ def infer(args) -> None:
     settings = args.pass_padding.split()
     docs = [blank_copy(doc, nlp.vocab) for doc in read_docs(args.data, nlp.vocab)]
     words = sum(len(doc) for doc in docs)
-    install_grid_timers()
 
     def use(setting: str) -> None:
-        encoder.attrs["max_pass_padding"] = MAX_PADDING if setting == "default" else float(setting)
+        padding = setting[2:] if setting.startswith("cg") else setting
+        encoder.attrs["max_pass_padding"] = MAX_PADDING if padding == "default" else float(padding)
+        encoder.attrs["cuda_graphs"] = setting.startswith("cg")
 
-    def run(disable) -> float:
+    def run(disable, keep=None) -> float:
         start = time.perf_counter()
-        for _ in nlp.pipe((blank_copy(d, nlp.vocab) for d in docs), batch_size=args.batch_size, disable=disable):
-            pass
+        for doc in nlp.pipe((blank_copy(d, nlp.vocab) for d in docs), batch_size=args.batch_size, disable=disable):
+            if keep is not None:
+                keep.append([(e.label, e.tokens, round(e.score, 4)) for e in get_entities(doc)])
         if args.gpu_id >= 0:
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    for setting in settings:  # warm-up: kernels, allocator, each setting's shapes
+    entities = {}
+    for setting in settings:  # warm-up: kernels, allocator, each setting's shapes (and graphs)
         use(setting)
-        run([])
-    measured = {setting: {"full": [], "encoder_only": [], "grid": [], "peak": 0.0} for setting in settings}
+        entities[setting] = []
+        run([], entities[setting])
+    measured = {setting: {"full": [], "encoder_only": [], "peak": 0.0} for setting in settings}
     for _ in range(args.rounds):
         for setting in settings:
             use(setting)
             times = measured[setting]
             if args.gpu_id >= 0:
                 torch.cuda.reset_peak_memory_stats()
-            calls = len(STATS["grid_forward_s"])
             times["full"].append(run([]))
-            times["grid"].append(sum(STATS["grid_forward_s"][calls:]))
             times["encoder_only"].append(run(["w2ner"]))
             times["peak"] = max(times["peak"], peak_gpu_mb())
+    install_grid_timers()
+    for setting in settings:  # the grid network's share, in a run of its own
+        use(setting)
+        calls = len(STATS["grid_forward_s"])
+        seconds = run([])
+        measured[setting]["grid_share"] = sum(STATS["grid_forward_s"][calls:]) / seconds
+    first = entities[settings[0]]
     for setting, times in measured.items():
         full, encoder_only = times["full"], times["encoder_only"]
         best = min(range(args.rounds), key=lambda i: full[i])
+        graphs = getattr(encoder.shims[0], "cuda_graphs", None) if setting.startswith("cg") else None
         result = {
             "bench": "infer",
             "model": args.model,
@@ -388,10 +405,14 @@ def infer(args) -> None:
             "encoder_only_sentences_per_s": round(len(docs) / min(encoder_only), 1),
             "rounds_sentences_per_s": [round(len(docs) / seconds, 1) for seconds in full],
             "w2ner_share": round(1 - min(encoder_only) / full[best], 3),
-            "grid_network_share": round(times["grid"][best] / full[best], 3),
+            "grid_network_share": round(times["grid_share"], 3),
+            "entities": sum(len(found) for found in entities[setting]),
+            "entities_equal_first_setting": entities[setting] == first,
             "peak_gpu_mb": round(times["peak"], 1),
             "device": device,
         }
+        if graphs is not None:
+            result.update(cuda_graphs=len(graphs.graphs), cuda_graphs_failed=graphs.failed)
         emit(result, args.results)
 
 
@@ -577,7 +598,7 @@ def main() -> None:
         p.add_argument("--workdir", default=".")
         p.add_argument("--output", default="")
         p.add_argument("--max-grid-padding", default="config", help="infer: w2ner's max_grid_padding (a number, inf; config: the model's)")
-        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25), timed in turn")
+        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25; cgN: N with CUDA graphs), timed in turn")
         p.set_defaults(run=function)
 
     args = parser.parse_args()

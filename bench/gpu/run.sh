@@ -14,7 +14,8 @@
 #                     $PROFILE_STEPS (FIRST:LAST) profiles those steps of each run
 #   infer-speed       ours: inference, $INFER_SETTINGS, each PRECISION:BATCH[:gN][:pN] (gN: w2ner's
 #                     max_grid_padding, pN: the encoder's max_pass_padding, pA/B/C: each in turn
-#                     in one process; whole pipeline, encoder alone; the model of train-speed's
+#                     in one process, cgN: N with CUDA graphs; whole pipeline, encoder alone,
+#                     each setting's entities against the first's; the model of train-speed's
 #                     b12 run in PRECISION), the $TOKENS-token document (first, again, without
 #                     sentences)
 #   reference-speed   ljynlp/W2NER with the same encoder, data and batch size: training and
@@ -28,7 +29,7 @@
 #   train-scaling     data-parallel training (bench/train_scaling.py gpu): plain `train` against
 #                     `torchrun --nproc-per-node 1` (NCCL) on w2ner_mpnet_gpu.cfg, the same weights?
 #                     the same seconds a step? ($RESULTS_DIR/gpu-train-scaling.json)
-#   gpu-tests         pytest -m gpu on $GPU_TESTS (issue 53's float16 loss scaling on CUDA, GPU = CPU)
+#   gpu-tests         pytest -m gpu on $GPU_TESTS (float16 loss scaling on CUDA, GPU = CPU, CUDA graphs)
 #   all               setup diagnose train-speed infer-speed reference-speed
 #
 # Speed stages use the random-weight encoder of MPNet's shape when the real weights are not
@@ -57,7 +58,7 @@ BASELINE=${BASELINE:-.gpu-bundle/baseline}
 # over the first half, cProfile over the second), in $RESULTS_DIR/profile-train-bBATCH-PRECISION.txt
 PROFILE_STEPS=${PROFILE_STEPS:-}
 # The GPU tests (pytest -m gpu) of these files, in the gpu-tests stage.
-GPU_TESTS=${GPU_TESTS:-"tests/model/test_training_step.py tests/model/test_gpu_paths.py"}
+GPU_TESTS=${GPU_TESTS:-"tests/model/test_training_step.py tests/model/test_gpu_paths.py tests/nn/test_cuda_graphs.py"}
 # Extra arguments of the accuracy runs (a check of this script on a CPU: a few steps).
 ACC_ARGS=${ACC_ARGS:-} REF_ARGS=${REF_ARGS:-}
 DATA=corpora/converted/cadec
