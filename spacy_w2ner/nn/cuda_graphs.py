@@ -51,6 +51,18 @@ def pad_inputs(kwargs: Mapping, shape: Tuple[int, int], pad_token_id: int) -> Di
     return padded
 
 
+def square_mask(kwargs: Mapping) -> Dict:
+    """``kwargs`` with a (rows, wordpieces) attention mask given as (rows, wordpieces, wordpieces):
+    each wordpiece's own row of the same mask, a view. Transformers' encoders take both alike (the
+    same additive mask before the softmax), but for a 2-d mask BERT's and RoBERTa's SDPA
+    attention first ask whether every wordpiece is real (``torch.all(mask == 1)``), a read-back
+    to the host that no capture can hold."""
+    mask = kwargs.get("attention_mask")
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 2:
+        return dict(kwargs)
+    return {**kwargs, "attention_mask": mask[:, None, :].expand(-1, mask.shape[1], -1)}
+
+
 def unpad_outputs(output, rows: int, width: int, top_layers: Optional[int] = None):
     """A model output (a ``ModelOutput``) of a padded pass cut back to ``rows`` and ``width``,
     copied (the graph's buffers are written again by the next replay). ``top_layers``: only
@@ -85,18 +97,33 @@ class CudaGraphRecorder:
 
     def __call__(self, run: Callable[[], Any]) -> Tuple[Callable[[], None], Any]:
         """(replay, the output buffers that each replay writes) of ``run``, whose inputs are
-        buffers too; RuntimeError where ``run`` does what a capture cannot hold."""
+        buffers too; RuntimeError (``run``'s own, where it raised one) where ``run`` does what a
+        capture cannot hold. The current stream is the caller's again afterwards, even then
+        (``torch.cuda.graph`` leaves its capture stream current when the capture fails)."""
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
+        caller = torch.cuda.current_stream()
         side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
+        side.wait_stream(caller)
+        raised = []
+
+        def run_keeping_its_error():
+            try:
+                return run()
+            except RuntimeError as error:
+                raised.append(error)
+                raise
+
         with torch.cuda.stream(side):
             for _ in range(WARMUP_PASSES):
                 run()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
-            output = run()
+            graph = torch.cuda.CUDAGraph()
+            try:
+                with torch.cuda.graph(graph, pool=self._pool, stream=side):
+                    output = run_keeping_its_error()
+            except RuntimeError as error:
+                raise (raised[0] if raised else error) from None
+        caller.wait_stream(side)
         return graph.replay, output
 
 
@@ -140,7 +167,7 @@ class GraphedForward:
 
         def run():
             with torch.no_grad(), autocast():
-                return _keep_top_layers(module(**static), self.top_layers)
+                return _keep_top_layers(module(**square_mask(static)), self.top_layers)
 
         try:
             replay, output = self.recorder(run)

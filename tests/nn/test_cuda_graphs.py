@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, MPNetConfig, MPNetModel
 
-from spacy_w2ner.nn.cuda_graphs import GraphedForward, bucket_shape, pad_inputs, unpad_outputs
+from spacy_w2ner.nn.cuda_graphs import GraphedForward, bucket_shape, pad_inputs, square_mask, unpad_outputs
 
 SIZES = dict(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64)
 
@@ -57,6 +57,21 @@ def test_a_pass_padded_to_its_bucket_gives_the_real_rows_the_unpadded_vectors(ki
     assert torch.allclose(output.pooler_output, expected.pooler_output, atol=1e-5)
     for ours, theirs in zip(output.hidden_states, expected.hidden_states, strict=True):
         assert torch.allclose(ours[real], theirs[real], atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["mpnet", "bert"])
+def test_a_square_attention_mask_gives_the_vectors_of_the_rows_mask(kind):
+    # What a graph records: the (rows, wordpieces, wordpieces) mask, which BERT's SDPA attention
+    # takes without reading the mask back to the host.
+    encoder = _encoder(kind)
+    inputs = pad_inputs(_pass(5, 19, encoder.config.pad_token_id), (8, 32), encoder.config.pad_token_id)
+    squared = square_mask(inputs)
+    assert squared["attention_mask"].shape == (8, 32, 32) and inputs["attention_mask"].shape == (8, 32)
+    with torch.no_grad():
+        expected, output = encoder(**inputs), encoder(**squared)
+    real = inputs["attention_mask"].bool()
+    assert torch.allclose(output.last_hidden_state[real], expected.last_hidden_state[real], atol=1e-6)
+    assert square_mask({"input_ids": inputs["input_ids"]}) == {"input_ids": inputs["input_ids"]}
 
 
 def test_unpadded_outputs_are_copies_and_keep_only_the_top_layers():
@@ -167,8 +182,9 @@ def test_the_encoder_attr_gives_its_shims_graphs_only_while_on():
 
 
 @pytest.mark.gpu
-def test_replayed_passes_give_the_eager_passes_vectors():
-    encoder = _encoder("mpnet", "cuda")
+@pytest.mark.parametrize("kind", ["mpnet", "bert"])
+def test_replayed_passes_give_the_eager_passes_vectors(kind):
+    encoder = _encoder(kind, "cuda")
     graphs = GraphedForward(top_layers=2)
     for rows, width, seed in [(5, 19, 1), (6, 25, 2), (32, 40, 3), (1, 7, 4)]:
         inputs = _pass(rows, width, encoder.config.pad_token_id, "cuda", seed)
@@ -220,3 +236,6 @@ def test_a_module_that_reads_back_to_the_host_runs_eagerly_with_a_warning():
         assert graphs(ReadsBack(), inputs, _no_autocast) is None
     assert graphs.failed and any("CUDA graphs are off" in str(w.message) for w in caught)
     assert graphs(ReadsBack(), inputs, _no_autocast) is None  # not tried again
+    # The device works on as before, on the caller's stream (not the failed capture's).
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    assert (torch.ones(3, device="cuda") * 2).sum().item() == 6
