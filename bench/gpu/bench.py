@@ -90,7 +90,7 @@ def make_encoder(args) -> None:
     if args.layers:
         config.num_hidden_layers = args.layers
     if args.width:
-        config.hidden_size, config.num_attention_heads = args.width, args.width // 64
+        config.hidden_size, config.num_attention_heads = args.width, max(1, args.width // 64)
         config.intermediate_size = 4 * args.width
     AutoModel.from_config(config).save_pretrained(target)
     print(f"{target}: random {config.model_type}, {config.num_hidden_layers} layers, width {config.hidden_size}")

@@ -12,8 +12,14 @@ without a grid padding limit (a GPU's rule; a CPU's is 1.25), initialized on 20 
 sentences, and times ``nlp.pipe`` over the test sentences on one thread: the whole pipeline and
 the encoder alone (w2ner disabled), each the median of ``--repeats`` runs, and cProfile's count
 of Python calls of one run, which unlike the seconds does not depend on the machine (cProfile's
-own times overstate cheap calls many times over: time a change, do not read it off a profile). ``TREE`` is a git worktree of another commit, or this one: the same
-script times both, one after the other, on one machine.
+own times overstate cheap calls many times over: time a change, do not read it off a profile).
+``TREE`` is a git worktree of another commit, or this one: the same script times both, one
+after the other, on one machine.
+
+``--graphs`` also times both with the encoder's passes from CUDA graphs (``nn/cuda_graphs.py``)
+whose replay does nothing here (``ReplayingNothing``): what the host still does for a pass with
+graphs. Narrow the encoder further for it (``--width 16``: the eager passes' arithmetic then
+costs little on the CPU too, and the two compare host with host).
 
 Before the 28th, this script timed the MiniLM CPU recipe's encoder alone (its version at
 commit dd8331d).
@@ -30,6 +36,9 @@ import torch
 from spacy.tokens import DocBin
 from spacy.training import Example
 
+from spacy_w2ner.encoders.transformer import node_named
+from spacy_w2ner.nn import cuda_graphs
+
 NARROW_GRID = {"lstm_size": 32, "conv_size": 16, "biaffine_size": 32, "ffnn_size": 16, "dist_emb_size": 8, "region_emb_size": 8}  # fmt: skip
 
 
@@ -43,6 +52,17 @@ def build_pipeline(train_path: str, encoder: str):
     nlp.initialize(lambda: [Example(nlp.make_doc(doc.text), doc) for doc in train])
     predict_none(nlp.get_pipe("w2ner").model)
     return nlp
+
+
+class ReplayingNothing:
+    """A CUDA graph recorder for the CPU whose replay does nothing: with it, a pass costs what the
+    host still does around a graph's replay (padding in, copying out), without the device's
+    arithmetic, which a GPU does behind the host."""
+
+    device_type = "cpu"
+
+    def __call__(self, run):
+        return (lambda: None), run()
 
 
 def predict_none(model) -> None:
@@ -63,19 +83,28 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--sentences", type=int, default=0, help="the first N test sentences (0: all)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--pass-padding", type=float, default=1.25, help="the encoder's max_pass_padding")
+    parser.add_argument("--graphs", action="store_true", help="also with CUDA graphs, whose replay here does nothing: the host's part of a pass with graphs")
     args = parser.parse_args()
     import spacy_w2ner
 
     torch.set_num_threads(1)
     nlp = build_pipeline(args.train, args.encoder)
+    encoder = node_named(nlp.get_pipe("transformer").model, "hf-pytorch")
+    encoder.attrs["max_pass_padding"] = args.pass_padding
     texts = [doc.text for doc in DocBin().from_disk(args.test).get_docs(nlp.vocab)]
     texts = texts[: args.sentences] if args.sentences else texts
 
     def run(disable) -> int:
         return sum(len(doc.spans.get("w2ner", [])) for doc in nlp.pipe(texts, batch_size=args.batch_size, disable=disable))
 
-    result = {"bench": "host-calls", "code": spacy_w2ner.__file__, "sentences": len(texts), "batch_size": args.batch_size}
-    for name, disable in (("pipeline", []), ("encoder_only", ["w2ner"])):
+    result = {"bench": "host-calls", "code": spacy_w2ner.__file__, "sentences": len(texts), "batch_size": args.batch_size, "max_pass_padding": args.pass_padding}  # fmt: skip
+    runs = [("pipeline", []), ("encoder_only", ["w2ner"])]
+    if args.graphs:
+        cuda_graphs.CudaGraphRecorder = ReplayingNothing
+        runs += [("graphs_pipeline", []), ("graphs_encoder_only", ["w2ner"])]
+    for name, disable in runs:
+        encoder.attrs["cuda_graphs"] = name.startswith("graphs")
         entities = run(disable)  # warm-up
         seconds = []
         for _ in range(args.repeats):
