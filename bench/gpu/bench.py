@@ -330,7 +330,11 @@ def infer(args) -> None:
     of ``--pass-padding``'s settings, taken in turn in each round (one process: a loan's slow
     process does not pass for a setting's cost); the best round of each. A setting ``cgN`` is
     pass padding N with the encoder's prediction passes replayed from CUDA graphs
-    (``nn/cuda_graphs.py``); each setting's entities are compared with the first setting's.
+    (``nn/cuda_graphs.py``); a ``t`` before a setting (``tcginf``) lets float32 matrix products
+    use TF32 (``torch.backends.cuda.matmul.allow_tf32``, for the whole process while that setting
+    runs; the PyTorch of the paper's code did so by default on an RTX 3090). Each setting's
+    entities are compared with the first setting's, and its encoder vectors (the real word pieces
+    of the first 64 sentences): the speed bench's model predicts no entity.
 
     The timed runs carry no hooks: the grid network's share comes from one more run of each
     setting afterwards, with the grid timers (a synchronisation at each end of the grid network,
@@ -353,9 +357,20 @@ def infer(args) -> None:
     words = sum(len(doc) for doc in docs)
 
     def use(setting: str) -> None:
+        tf32 = setting.startswith("t")
+        setting = setting[1:] if tf32 else setting
         padding = setting[2:] if setting.startswith("cg") else setting
         encoder.attrs["max_pass_padding"] = MAX_PADDING if padding == "default" else float(padding)
         encoder.attrs["cuda_graphs"] = setting.startswith("cg")
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+
+    def encoder_vectors() -> "torch.Tensor":
+        """The encoder's vectors of the real word pieces of the first 64 sentences, on the host."""
+        batch = nlp.get_pipe("transformer").predict([blank_copy(d, nlp.vocab) for d in docs[:64]])
+        vectors = batch.model_output.last_hidden_state
+        vectors = vectors if isinstance(vectors, torch.Tensor) else torch.as_tensor(nlp.get_pipe("transformer").model.ops.to_numpy(vectors))
+        real = torch.as_tensor(batch.wordpieces.attention_mask).to(vectors.device) > 0
+        return vectors[real].float().cpu()
 
     def run(disable, keep=None) -> float:
         start = time.perf_counter()
@@ -366,11 +381,12 @@ def infer(args) -> None:
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    entities = {}
+    entities, vectors = {}, {}
     for setting in settings:  # warm-up: kernels, allocator, each setting's shapes (and graphs)
         use(setting)
         entities[setting] = []
         run([], entities[setting])
+        vectors[setting] = encoder_vectors()
     measured = {setting: {"full": [], "encoder_only": [], "peak": 0.0} for setting in settings}
     for _ in range(args.rounds):
         for setting in settings:
@@ -408,6 +424,7 @@ def infer(args) -> None:
             "grid_network_share": round(times["grid_share"], 3),
             "entities": sum(len(found) for found in entities[setting]),
             "entities_equal_first_setting": entities[setting] == first,
+            "encoder_max_abs_diff_from_first_setting": float((vectors[setting] - vectors[settings[0]]).abs().max()),
             "peak_gpu_mb": round(times["peak"], 1),
             "device": device,
         }
@@ -598,7 +615,7 @@ def main() -> None:
         p.add_argument("--workdir", default=".")
         p.add_argument("--output", default="")
         p.add_argument("--max-grid-padding", default="config", help="infer: w2ner's max_grid_padding (a number, inf; config: the model's)")
-        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25; cgN: N with CUDA graphs), timed in turn")
+        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25; cgN: N with CUDA graphs; tX: X with TF32 matrix products), timed in turn")
         p.set_defaults(run=function)
 
     args = parser.parse_args()

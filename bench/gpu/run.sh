@@ -14,8 +14,9 @@
 #                     $PROFILE_STEPS (FIRST:LAST) profiles those steps of each run
 #   infer-speed       ours: inference, $INFER_SETTINGS, each PRECISION:BATCH[:gN][:pN] (gN: w2ner's
 #                     max_grid_padding, pN: the encoder's max_pass_padding, pA/B/C: each in turn
-#                     in one process, cgN: N with CUDA graphs; whole pipeline, encoder alone,
-#                     each setting's entities against the first's; the model of train-speed's
+#                     in one process, cgN: N with CUDA graphs, a t before one: TF32 matrix
+#                     products; whole pipeline, encoder alone, each setting's entities and
+#                     encoder vectors against the first's; the model of train-speed's
 #                     b12 run in PRECISION), the $TOKENS-token document (first, again, without
 #                     sentences)
 #   reference-speed   ljynlp/W2NER with the same encoder, data and batch size: training and
