@@ -36,7 +36,7 @@
 # Speed stages use the random-weight encoder of MPNet's shape when the real weights are not
 # there yet (ENCODER=random|real picks; results say which). Needs corpora/converted/cadec
 # (spacy project run convert-cadec) and, for the reference, ../shared/corpora/cadec or a
-# prepared .reference/W2NER. On a CPU: GPU_ID=-1 STEPS=4 WARMUP=2 LAYERS=2 TOKENS=2000 ...
+# prepared .reference/W2NER. On a CPU: GPU_ID=-1 STEPS=4 WARMUP=2 LAYERS=4 TOKENS=2000 ...
 # Results: $RESULTS_DIR/results.jsonl (one JSON object per measurement), log.txt, logs.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
