@@ -139,6 +139,26 @@ def test_a_pass_with_other_arguments_is_recorded_apart_and_over_the_limit_runs_e
     assert len(graphs.graphs) == 2 and graphs.failed is None
 
 
+def test_weights_in_new_tensors_or_another_module_are_recorded_again():
+    # A graph reads the weights' memory as recorded: updated in place, it stays; given new data
+    # (Thinc's own optimizer loop, loading, moving), every graph is recorded again.
+    encoder = _encoder("mpnet")
+    recorder = ReplayingRecorder()
+    graphs = GraphedForward(recorder=recorder)
+    inputs = _pass(3, 12, 1)
+    graphs(encoder, inputs, _no_autocast)
+    with torch.no_grad():
+        next(encoder.parameters()).add_(0.01)
+    graphs(encoder, inputs, _no_autocast)
+    assert recorder.recorded == 1
+    first = next(encoder.parameters())
+    first.data = first.data.clone()
+    graphs(encoder, inputs, _no_autocast)
+    assert recorder.recorded == 2 and len(graphs.graphs) == 1
+    graphs(_encoder("mpnet"), inputs, _no_autocast)
+    assert recorder.recorded == 3
+
+
 def test_a_module_a_recording_cannot_hold_runs_eagerly_with_a_warning():
     class Refusing(ReplayingRecorder):
         def __call__(self, run):
