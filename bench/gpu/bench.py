@@ -356,12 +356,17 @@ def infer(args) -> None:
     docs = [blank_copy(doc, nlp.vocab) for doc in read_docs(args.data, nlp.vocab)]
     words = sum(len(doc) for doc in docs)
 
-    def use(setting: str) -> None:
+    def parse(setting: str) -> Tuple[bool, bool, str]:
+        """(TF32, CUDA graphs, pass padding) of a setting: [t][cg]N."""
         tf32 = setting.startswith("t")
         setting = setting[1:] if tf32 else setting
-        padding = setting[2:] if setting.startswith("cg") else setting
+        graphs = setting.startswith("cg")
+        return tf32, graphs, setting[2:] if graphs else setting
+
+    def use(setting: str) -> None:
+        tf32, graphs, padding = parse(setting)
         encoder.attrs["max_pass_padding"] = MAX_PADDING if padding == "default" else float(padding)
-        encoder.attrs["cuda_graphs"] = setting.startswith("cg")
+        encoder.attrs["cuda_graphs"] = graphs
         torch.backends.cuda.matmul.allow_tf32 = tf32
 
     def encoder_vectors() -> "torch.Tensor":
@@ -407,7 +412,7 @@ def infer(args) -> None:
     for setting, times in measured.items():
         full, encoder_only = times["full"], times["encoder_only"]
         best = min(range(args.rounds), key=lambda i: full[i])
-        graphs = getattr(encoder.shims[0], "cuda_graphs", None) if setting.startswith("cg") else None
+        graphs = getattr(encoder.shims[0], "cuda_graphs", None) if parse(setting)[1] else None
         result = {
             "bench": "infer",
             "model": args.model,

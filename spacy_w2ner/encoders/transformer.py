@@ -14,7 +14,7 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from ..grid.segments import MAX_PADDING, group_by_length
 from ..memory import release_freed_memory
 from ..model.types import no_backprop
-from ..nn.cuda_graphs import GraphedForward
+from ..nn.cuda_graphs import SEQUENCE_OUTPUTS, GraphedForward
 from ..nn.fused_adam import check_half_dtype, fuse_updates
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
@@ -382,11 +382,6 @@ def _pooler(model: Model):
     return getattr(model.shims[0]._model, "pooler", None)
 
 
-# The outputs whose second dimension is the wordpieces (padded per pass, zero-filled to the
-# batch's width); every other output has one row per span.
-SEQUENCE_OUTPUTS = ("last_hidden_state", "hidden_states")
-
-
 def _copy_rows(merged, value, rows: numpy.ndarray, shape: tuple, key: str):
     """Copy a pass's output (a tensor, or a tuple of them) into rows ``rows`` of arrays with one
     row per span of the batch (``shape``: spans, wordpieces), made on the first pass."""
@@ -395,7 +390,7 @@ def _copy_rows(merged, value, rows: numpy.ndarray, shape: tuple, key: str):
         return tuple(_copy_rows(m, v, rows, shape, key) for m, v in zip(merged, value))
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"cannot concatenate the encoder output {key!r} of type {type(value).__name__}")
-    sequence = key in SEQUENCE_OUTPUTS
+    sequence = key in SEQUENCE_OUTPUTS  # zero-filled past each pass's width to the batch's
     if merged is None:
         merged = value.new_zeros((*shape, *value.shape[2:]) if sequence else (shape[0], *value.shape[1:]))
     index = torch.as_tensor(rows, device=value.device)

@@ -33,6 +33,8 @@ WARMUP_PASSES = 2  # eager passes on a side stream before a capture (cuBLAS's wo
 # Keyword arguments that are (rows, wordpieces) tensors, and the value their padding takes
 # (None: the module's pad token id).
 PADDED_INPUTS = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0, "position_ids": 0}
+# A transformer's outputs whose second dimension is the wordpieces; every other one has a row
+# per span (the encoder's passes merge them so too).
 SEQUENCE_OUTPUTS = ("last_hidden_state", "hidden_states")
 
 
@@ -41,13 +43,18 @@ def bucket_shape(rows: int, width: int) -> Tuple[int, int]:
     return 1 << max(rows - 1, 0).bit_length(), -(-width // WIDTH_STEP) * WIDTH_STEP
 
 
+def padding_values(pad_token_id: int) -> Dict[str, int]:
+    """What each of ``PADDED_INPUTS`` is padded with, for a module whose pad token is ``pad_token_id``."""
+    return {name: pad_token_id if fill is None else fill for name, fill in PADDED_INPUTS.items()}
+
+
 def pad_inputs(kwargs: Mapping, shape: Tuple[int, int], pad_token_id: int) -> Dict:
     """``kwargs`` with its (rows, wordpieces) tensors padded to ``shape`` (new tensors)."""
     padded = dict(kwargs)
-    for name, fill in PADDED_INPUTS.items():
+    for name, fill in padding_values(pad_token_id).items():
         value = kwargs.get(name)
         if isinstance(value, torch.Tensor):
-            target = value.new_full(shape, pad_token_id if fill is None else fill)
+            target = value.new_full(shape, fill)
             target[: value.shape[0], : value.shape[1]] = value
             padded[name] = target
     return padded
@@ -162,7 +169,7 @@ class GraphedForward:
             if graph is None:
                 if len(self.graphs) >= self.max_graphs:
                     return None
-                graph = self._record(module, pad_inputs(kwargs, shape, _pad_token_id(module)), autocast)
+                graph = self._record(module, kwargs, shape, autocast)
                 if graph is None:
                     return None
                 self.graphs[key] = graph
@@ -183,9 +190,12 @@ class GraphedForward:
             self.graphs.clear()
             self._storage = storage
 
-    def _record(self, module: torch.nn.Module, static: Dict, autocast: Callable) -> Optional["_Graph"]:
-        """The module's forward on the ``static`` inputs, recorded; None (and eager from then on)
-        if the module does what a capture cannot hold (a read-back to the host)."""
+    def _record(self, module: torch.nn.Module, kwargs: Mapping, shape: Tuple[int, int], autocast: Callable) -> Optional["_Graph"]:
+        """The module's forward on ``kwargs`` padded to ``shape`` (the graph's input buffers),
+        recorded; None (and eager from then on) if the module does what a capture cannot hold (a
+        read-back to the host)."""
+        pad_token_id = _pad_token_id(module)
+        static = pad_inputs(kwargs, shape, pad_token_id)
 
         def run():
             with torch.no_grad(), autocast():
@@ -197,12 +207,8 @@ class GraphedForward:
             self.failed = f"{type(module).__name__}: {error}".splitlines()[0]
             warnings.warn(f"spacy_w2ner: CUDA graphs are off for this encoder, which predicts as before ({self.failed})")
             return None
-        pad_id = _pad_token_id(module)
-        inputs = {
-            name: (static[name], pad_id if fill is None else fill)
-            for name, fill in PADDED_INPUTS.items()
-            if isinstance(static.get(name), torch.Tensor)
-        }
+        fills = padding_values(pad_token_id)
+        inputs = {name: (static[name], fill) for name, fill in fills.items() if isinstance(static.get(name), torch.Tensor)}
         return _Graph(replay, inputs, output)
 
 
