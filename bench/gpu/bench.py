@@ -330,15 +330,18 @@ def infer(args) -> None:
     of ``--pass-padding``'s settings, taken in turn in each round (one process: a loan's slow
     process does not pass for a setting's cost); the best round of each. A setting ``cgN`` is
     pass padding N with the encoder's prediction passes replayed from CUDA graphs
-    (``nn/cuda_graphs.py``); a ``t`` before a setting (``tcginf``) lets float32 matrix products
-    use TF32 (``torch.backends.cuda.matmul.allow_tf32``, for the whole process while that setting
-    runs; the PyTorch of the paper's code did so by default on an RTX 3090). Each setting's
-    entities are compared with the first setting's, and its encoder vectors (the real word pieces
-    of the first 64 sentences): the speed bench's model predicts no entity.
+    (``nn/cuda_graphs.py``), ``agN`` the same with the grid network's passes replayed too (all
+    graphs); a ``t`` before a setting (``tcginf``) lets float32 matrix products use TF32
+    (``torch.backends.cuda.matmul.allow_tf32``, for the whole process while that setting runs;
+    the PyTorch of the paper's code did so by default on an RTX 3090). Each setting's entities
+    are compared with the first setting's, its encoder vectors (the real word pieces of the first
+    64 sentences) and its grids (every relation's probability on each cell of those sentences):
+    the speed bench's model predicts no entity.
 
     The timed runs carry no hooks: the grid network's share comes from one more run of each
     setting afterwards, with the grid timers (a synchronisation at each end of the grid network,
     and a hook on every module call: 6% of the encoder's host time, on a CPU)."""
+    import numpy
     import spacy
     import torch
 
@@ -346,28 +349,37 @@ def infer(args) -> None:
     from spacy_w2ner import get_entities
     from spacy_w2ner.encoders.transformer import node_named
     from spacy_w2ner.grid.segments import MAX_PADDING
+    from spacy_w2ner.model.predictions import grid_probabilities
 
     device = use_device(args.gpu_id)
     nlp = spacy.load(args.model)
     if args.max_grid_padding != "config":  # the saved model's setting otherwise
         nlp.get_pipe("w2ner").model.attrs["max_grid_padding"] = float(args.max_grid_padding)
     encoder = node_named(nlp.get_pipe("transformer").model, "hf-pytorch")
+    w2ner_model = nlp.get_pipe("w2ner").model
+    grid_scorer = w2ner_model.get_ref("grid_scorer")
     settings = args.pass_padding.split()
     docs = [blank_copy(doc, nlp.vocab) for doc in read_docs(args.data, nlp.vocab)]
     words = sum(len(doc) for doc in docs)
 
-    def parse(setting: str) -> Tuple[bool, bool, str]:
-        """(TF32, CUDA graphs, pass padding) of a setting: [t][cg]N."""
+    def parse(setting: str) -> Tuple[bool, bool, bool, str]:
+        """(TF32, the encoder's CUDA graphs, the grid network's, pass padding) of a setting: [t][cg|ag]N."""
         tf32 = setting.startswith("t")
         setting = setting[1:] if tf32 else setting
-        graphs = setting.startswith("cg")
-        return tf32, graphs, setting[2:] if graphs else setting
+        graphs = setting[:2] in ("cg", "ag")
+        return tf32, graphs, setting.startswith("ag"), setting[2:] if graphs else setting
 
     def use(setting: str) -> None:
-        tf32, graphs, padding = parse(setting)
+        tf32, graphs, grid_graphs, padding = parse(setting)
         encoder.attrs["max_pass_padding"] = MAX_PADDING if padding == "default" else float(padding)
         encoder.attrs["cuda_graphs"] = graphs
+        grid_scorer.attrs["cuda_graphs"] = grid_graphs
         torch.backends.cuda.matmul.allow_tf32 = tf32
+
+    def grids() -> "numpy.ndarray":
+        """Every relation's probability on every cell of the first 64 sentences, flattened."""
+        first = list(nlp.get_pipe("transformer").pipe(blank_copy(d, nlp.vocab) for d in docs[:64]))
+        return numpy.concatenate([probs.ravel() for _, probs in grid_probabilities(w2ner_model, first)])
 
     def encoder_vectors() -> "torch.Tensor":
         """The encoder's vectors of the real word pieces of the first 64 sentences, on the host."""
@@ -386,12 +398,13 @@ def infer(args) -> None:
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    entities, vectors = {}, {}
+    entities, vectors, grid_probs = {}, {}, {}
     for setting in settings:  # warm-up: kernels, allocator, each setting's shapes (and graphs)
         use(setting)
         entities[setting] = []
         run([], entities[setting])
         vectors[setting] = encoder_vectors()
+        grid_probs[setting] = grids()
     measured = {setting: {"full": [], "encoder_only": [], "peak": 0.0} for setting in settings}
     for _ in range(args.rounds):
         for setting in settings:
@@ -412,7 +425,9 @@ def infer(args) -> None:
     for setting, times in measured.items():
         full, encoder_only = times["full"], times["encoder_only"]
         best = min(range(args.rounds), key=lambda i: full[i])
-        graphs = getattr(encoder.shims[0], "cuda_graphs", None) if parse(setting)[1] else None
+        _, graphs_on, grid_graphs_on, _ = parse(setting)
+        graphs = getattr(encoder.shims[0], "cuda_graphs", None) if graphs_on else None
+        grid_graphs = getattr(grid_scorer.layers[0].shims[0], "cuda_graphs", None) if grid_graphs_on else None
         result = {
             "bench": "infer",
             "model": args.model,
@@ -430,11 +445,14 @@ def infer(args) -> None:
             "entities": sum(len(found) for found in entities[setting]),
             "entities_equal_first_setting": entities[setting] == first,
             "encoder_max_abs_diff_from_first_setting": float((vectors[setting] - vectors[settings[0]]).abs().max()),
+            "grid_max_abs_diff_from_first_setting": float(numpy.abs(grid_probs[setting] - grid_probs[settings[0]]).max()),
             "peak_gpu_mb": round(times["peak"], 1),
             "device": device,
         }
         if graphs is not None:
             result.update(cuda_graphs=len(graphs.graphs), cuda_graphs_failed=graphs.failed)
+        if grid_graphs is not None:
+            result.update(grid_cuda_graphs=len(grid_graphs.graphs), grid_cuda_graphs_failed=grid_graphs.failed)
         emit(result, args.results)
 
 
@@ -620,7 +638,7 @@ def main() -> None:
         p.add_argument("--workdir", default=".")
         p.add_argument("--output", default="")
         p.add_argument("--max-grid-padding", default="config", help="infer: w2ner's max_grid_padding (a number, inf; config: the model's)")
-        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25; cgN: N with CUDA graphs; tX: X with TF32 matrix products), timed in turn")
+        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25; cgN: N with the encoder's CUDA graphs; agN: with the grid network's too; tX: X with TF32 matrix products), timed in turn")
         p.set_defaults(run=function)
 
     args = parser.parse_args()

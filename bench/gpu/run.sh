@@ -14,11 +14,11 @@
 #                     $PROFILE_STEPS (FIRST:LAST) profiles those steps of each run
 #   infer-speed       ours: inference, $INFER_SETTINGS, each PRECISION:BATCH[:gN][:pN] (gN: w2ner's
 #                     max_grid_padding, pN: the encoder's max_pass_padding, pA/B/C: each in turn
-#                     in one process, cgN: N with CUDA graphs, a t before one: TF32 matrix
-#                     products; whole pipeline, encoder alone, each setting's entities and
-#                     encoder vectors against the first's; the model of train-speed's
-#                     b12 run in PRECISION), the $TOKENS-token document (first, again, without
-#                     sentences)
+#                     in one process, cgN: N with the encoder's CUDA graphs, agN: the grid
+#                     network's too, a t before one: TF32 matrix products; whole pipeline,
+#                     encoder alone, each setting's entities, encoder vectors and grids
+#                     against the first's; the model of train-speed's b12 run in PRECISION),
+#                     the $TOKENS-token document (first, again, without sentences)
 #   reference-speed   ljynlp/W2NER with the same encoder, data and batch size: training and
 #                     inference sentences/s (bench/reference/reference.py speed)
 #   accuracy-start    CADEC with all-mpnet-base-v2 in the background: ours (w2ner_mpnet_gpu.cfg)

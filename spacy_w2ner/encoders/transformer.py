@@ -14,7 +14,7 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from ..grid.segments import MAX_PADDING, group_by_length
 from ..memory import release_freed_memory
 from ..model.types import no_backprop
-from ..nn.cuda_graphs import SEQUENCE_OUTPUTS, GraphedForward
+from ..nn.cuda_graphs import SEQUENCE_OUTPUTS, GraphedEncoder, attach_graphs
 from ..nn.fused_adam import check_half_dtype, fuse_updates
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
@@ -218,15 +218,13 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
 
 
 def _attach_cuda_graphs(model: Model) -> None:
-    """Give the encoder's shims a ``GraphedForward`` while the ``cuda_graphs`` attr is on (its
+    """Give the encoder's shims a ``GraphedEncoder`` while the ``cuda_graphs`` attr is on (its
     prediction passes on a GPU replayed from CUDA graphs), none while it is off. The graphs keep
     only the top layers the encoder averages."""
-    for shim in model.shims:
-        if not model.attrs.get("cuda_graphs", False):
-            shim.cuda_graphs = None
-        elif shim.cuda_graphs is None:
-            keep_all = model.attrs["keep_hidden_states"]
-            shim.cuda_graphs = GraphedForward(top_layers=None if keep_all else model.attrs["last_layers"])
+    def make() -> GraphedEncoder:
+        return GraphedEncoder(top_layers=None if model.attrs["keep_hidden_states"] else model.attrs["last_layers"])
+
+    attach_graphs(model.shims, model.attrs.get("cuda_graphs", False), make)
 
 
 def _packs(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray) -> bool:

@@ -21,6 +21,7 @@ from thinc.api import Model, PyTorchGradScaler, PyTorchWrapper_v2, get_torch_def
 from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
 from thinc.types import ArgsKwargs, Floats3d, Ints1d
 
+from ..nn.cuda_graphs import GraphedGridNetwork, attach_graphs
 from ..nn.fused_adam import FusedPyTorchShim, fuse_updates
 from ..nn.network import GridNetwork, saved_bytes_per_cell
 from .types import no_backprop
@@ -45,6 +46,9 @@ def grid_scorer_layer(
             "mixed_precision": mixed_precision,
             "mixed_precision_dtype": mixed_precision_dtype,
             "grad_scaler_config": dict(grad_scaler_config),
+            # Prediction passes on a GPU replayed from CUDA graphs (``nn/cuda_graphs.py``); off
+            # until a GPU's figures decide, the GPU bench turns it on.
+            "cuda_graphs": False,
         },
     )
 
@@ -52,6 +56,8 @@ def grid_scorer_layer(
 def _grid_scorer_forward(model: Model, X: Tuple[Floats3d, Ints1d], is_train: bool):
     if not model.layers:
         raise ValueError("The w2ner grid scorer was used before initialization")
+    if not is_train:
+        attach_graphs(model.layers[0].shims, model.attrs.get("cuda_graphs", False), GraphedGridNetwork)
     return model.layers[0](X, is_train)
 
 

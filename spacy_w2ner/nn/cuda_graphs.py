@@ -1,33 +1,37 @@
-"""An encoder's prediction passes on a GPU replayed from CUDA graphs: a forward pass's host
-work made one call.
+"""Prediction passes on a GPU replayed from CUDA graphs: a forward pass's host work made one
+call, for the encoder (``GraphedEncoder``) and the grid network (``GraphedGridNetwork``).
 
 On a GPU, predicting sentences is bound by the host. A BERT-base-size forward pass is about 700
-torch operators and 450 module calls (MPNet, counted on a CPU), each some microseconds of
-Python and a kernel launch, for a few milliseconds of the device's arithmetic at 32 sentences.
-A CUDA graph records the kernels of one forward pass and replays them all in one call. Its
-shapes are fixed, so a pass is padded up to a bucket: rows to a power of two, wordpieces to a
-multiple of ``WIDTH_STEP``, padded with the pad token and an attention mask of 0. No real
-wordpiece attends to a padded one (their mask adds the dtype's minimum before the softmax,
-whose weights for them are then exactly 0), so the real rows' vectors are those of the
-unpadded pass, to the rounding of matrix products of other shapes. The outputs are copied out
-of the graph's buffers before the next replay can write them.
+torch operators and 450 module calls (MPNet, counted on a CPU), the grid network's about 230
+operators, each some microseconds of Python and a kernel launch, for a few milliseconds of the
+device's arithmetic at 32 sentences (an H100 spent 6.2 ms a grid batch of 32 CADEC test
+sentences in the grid network: bench/results/gpu-h100-2026-11-27b). A CUDA graph records the
+kernels of one forward pass and replays them all in one call. Its shapes are fixed, so a pass
+is padded up to a bucket: the encoder's rows to a power of two and wordpieces to a multiple of
+``WIDTH_STEP``, padded with the pad token and an attention mask of 0 (no real wordpiece attends
+to a padded one: their mask adds the dtype's minimum before the softmax, whose weights for them
+are then exactly 0); the grid network's segments to a power of two and words to a multiple of
+``GRID_WORDS_STEP``, padded with zero vectors and lengths (its padding cells are masked). So
+the real rows' outputs are those of the unpadded pass, to the rounding of kernels of other
+shapes. The outputs are copied out of the graph's buffers before the next replay can write them.
 
-``GraphedForward`` keeps one graph per bucket and set of keyword arguments, all in one memory
+Each ``GraphedPasses`` keeps one graph per bucket and set of other arguments, all in one memory
 pool (a replay uses the pool's memory only while it runs: inputs are copied in and outputs
 out around each replay), at most ``max_graphs`` of them; a pass it cannot replay (on the CPU,
 over the limit, a module whose forward reads a value back to the host, which a capture cannot
 record) runs as before. A graph reads the weights where they were when it was recorded:
 weights updated in place are read as they are; weights given new tensors, or another module,
-make every graph be recorded again. Which layers' outputs it keeps (``top_layers``: the ones the encoder
-averages) bounds the memory its graphs' outputs hold.
+make every graph be recorded again. Which layers' outputs the encoder's keep (``top_layers``:
+the ones the encoder averages) bounds the memory its graphs' outputs hold.
 """
 import threading
 import warnings
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
 
 WIDTH_STEP = 32  # wordpieces: a pass's width is padded up to a multiple of this
+GRID_WORDS_STEP = 8  # words: a grid batch's side (a GPU's grid batches already come so: ``model.padding``)
 MAX_GRAPHS = 48
 WARMUP_PASSES = 2  # eager passes on a side stream before a capture (cuBLAS's workspaces, lazy init)
 # Keyword arguments that are (rows, wordpieces) tensors, and the value their padding takes
@@ -54,9 +58,7 @@ def pad_inputs(kwargs: Mapping, shape: Tuple[int, int], pad_token_id: int) -> Di
     for name, fill in padding_values(pad_token_id).items():
         value = kwargs.get(name)
         if isinstance(value, torch.Tensor):
-            target = value.new_full(shape, fill)
-            target[: value.shape[0], : value.shape[1]] = value
-            padded[name] = target
+            padded[name] = _padded(value, shape, fill, value.device)
     return padded
 
 
@@ -136,16 +138,21 @@ class CudaGraphRecorder:
         return graph.replay, output
 
 
-class GraphedForward:
-    """A module's prediction passes on a CUDA device, replayed from graphs (module docstring).
+class GraphedPasses:
+    """A module's prediction passes on a CUDA device, replayed from graphs (module docstring): what
+    the encoder's and the grid network's passes share. A subclass says which tensors a pass has
+    (``_pass_tensors``), the bucket each is padded to (``_bucket_shapes``), what else a graph is
+    specific to (``_signature``), what padding holds (``_fills``), how the module runs on the
+    padded buffers (``_forward``) and how an output is cut back (``_cut``).
 
-    Called with the module, a pass's keyword arguments and the prediction's autocast (a
-    function giving the context), it gives the pass's output, or None where the pass is not
-    for a graph (the caller runs it eagerly). ``recorder``: what records a pass (the tests give
-    one that runs on a CPU)."""
+    Called with the module, a pass's positional and keyword arguments and the prediction's
+    autocast (a function giving the context), it gives the pass's output, or None where the pass
+    is not for a graph (the caller runs it eagerly). ``recorder``: what records a pass (the tests
+    give one that runs on a CPU)."""
 
-    def __init__(self, top_layers: Optional[int] = None, max_graphs: int = MAX_GRAPHS, recorder=None) -> None:
-        self.top_layers = top_layers
+    what = "module"  # named in the warning when recording fails
+
+    def __init__(self, max_graphs: int = MAX_GRAPHS, recorder=None) -> None:
         self.max_graphs = max_graphs
         self.recorder = recorder or CudaGraphRecorder()
         self.graphs: Dict[tuple, "_Graph"] = {}
@@ -156,24 +163,23 @@ class GraphedForward:
         self._tensors: list = []
         self._storage: tuple = ()
 
-    def __call__(self, module: torch.nn.Module, kwargs: Mapping, autocast: Callable):
-        ids = kwargs.get("input_ids")
-        if self.failed or not isinstance(ids, torch.Tensor) or ids.device.type != self.recorder.device_type or ids.dim() != 2:
+    def __call__(self, module: torch.nn.Module, args: Sequence, kwargs: Mapping, autocast: Callable):
+        tensors = None if self.failed else self._pass_tensors(args, kwargs)
+        if not tensors or next(iter(tensors.values())).device.type != self.recorder.device_type:
             return None
-        rows, width = ids.shape
-        shape = bucket_shape(rows, width)
-        key = (shape, *sorted((name, _signature(value)) for name, value in kwargs.items()))
+        shapes = self._bucket_shapes(tensors)
+        key = (tuple(shapes.items()), self._signature(args, kwargs))
         with self._lock:
             self._forget_graphs_of_other_weights(module)
             graph = self.graphs.get(key)
             if graph is None:
                 if len(self.graphs) >= self.max_graphs:
                     return None
-                graph = self._record(module, kwargs, shape, autocast)
+                graph = self._record(module, args, kwargs, tensors, shapes, autocast)
                 if graph is None:
                     return None
                 self.graphs[key] = graph
-            return unpad_outputs(graph.replay(kwargs), rows, width, self.top_layers)
+            return self._cut(graph.replay(tensors), tensors)
 
     def _forget_graphs_of_other_weights(self, module: torch.nn.Module) -> None:
         """Drop every graph when ``module`` is another module than theirs, or its weights live in
@@ -190,43 +196,150 @@ class GraphedForward:
             self.graphs.clear()
             self._storage = storage
 
-    def _record(self, module: torch.nn.Module, kwargs: Mapping, shape: Tuple[int, int], autocast: Callable) -> Optional["_Graph"]:
-        """The module's forward on ``kwargs`` padded to ``shape`` (the graph's input buffers),
-        recorded; None (and eager from then on) if the module does what a capture cannot hold (a
-        read-back to the host)."""
-        pad_token_id = _pad_token_id(module)
-        static = pad_inputs(kwargs, shape, pad_token_id)
+    def _record(self, module, args, kwargs, tensors, shapes, autocast) -> Optional["_Graph"]:
+        """The module's pass on its tensors padded to ``shapes`` (the graph's input buffers, on the
+        device of the pass's first tensor), recorded; None (and eager from then on) if the module
+        does what a capture cannot hold (a read-back to the host)."""
+        fills = self._fills(module)
+        device = next(iter(tensors.values())).device
+        static = {name: _padded(value, shapes[name], fills[name], device) for name, value in tensors.items()}
 
         def run():
             with torch.no_grad(), autocast():
-                return _keep_top_layers(module(**square_mask(static)), self.top_layers)
+                return self._forward(module, args, kwargs, static)
 
         try:
             replay, output = self.recorder(run)
         except RuntimeError as error:
             self.failed = f"{type(module).__name__}: {error}".splitlines()[0]
-            warnings.warn(f"spacy_w2ner: CUDA graphs are off for this encoder, which predicts as before ({self.failed})")
+            warnings.warn(f"spacy_w2ner: CUDA graphs are off for this {self.what}, which predicts as before ({self.failed})")
             return None
-        fills = padding_values(pad_token_id)
-        inputs = {name: (static[name], fill) for name, fill in fills.items() if isinstance(static.get(name), torch.Tensor)}
-        return _Graph(replay, inputs, output)
+        return _Graph(replay, {name: (static[name], fills[name]) for name in static}, output)
+
+    def _pass_tensors(self, args: Sequence, kwargs: Mapping) -> Optional[Dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    def _bucket_shapes(self, tensors: Mapping[str, torch.Tensor]) -> Dict[str, Tuple[int, ...]]:
+        raise NotImplementedError
+
+    def _signature(self, args: Sequence, kwargs: Mapping) -> tuple:
+        raise NotImplementedError
+
+    def _fills(self, module: torch.nn.Module) -> Dict[str, float]:
+        raise NotImplementedError
+
+    def _forward(self, module: torch.nn.Module, args: Sequence, kwargs: Mapping, static: Mapping[str, torch.Tensor]):
+        raise NotImplementedError
+
+    def _cut(self, output, tensors: Mapping[str, torch.Tensor]):
+        raise NotImplementedError
+
+
+class GraphedEncoder(GraphedPasses):
+    """A transformer's prediction passes (keyword arguments, ``PADDED_INPUTS`` of (rows,
+    wordpieces)): padded to ``bucket_shape``, the attention mask given square (``square_mask``),
+    outputs cut back to the pass and copied, only the ``top_layers`` of ``hidden_states`` kept."""
+
+    what = "encoder"
+
+    def __init__(self, top_layers: Optional[int] = None, max_graphs: int = MAX_GRAPHS, recorder=None) -> None:
+        super().__init__(max_graphs, recorder)
+        self.top_layers = top_layers
+
+    def _pass_tensors(self, args, kwargs):
+        ids = kwargs.get("input_ids")
+        if args or not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+            return None
+        return {name: kwargs[name] for name in PADDED_INPUTS if isinstance(kwargs.get(name), torch.Tensor)}
+
+    def _bucket_shapes(self, tensors):
+        shape = bucket_shape(*tensors["input_ids"].shape)
+        return {name: shape for name in tensors}
+
+    def _signature(self, args, kwargs):
+        return tuple(sorted((name, _signature(value)) for name, value in kwargs.items()))
+
+    def _fills(self, module):
+        return padding_values(_pad_token_id(module))
+
+    def _forward(self, module, args, kwargs, static):
+        return _keep_top_layers(module(**square_mask({**kwargs, **static})), self.top_layers)
+
+    def _cut(self, output, tensors):
+        return unpad_outputs(output, *tensors["input_ids"].shape, self.top_layers)
+
+
+class GraphedGridNetwork(GraphedPasses):
+    """The grid network's prediction passes (``nn.network.GridNetwork``: word vectors (segments,
+    words, width) and their lengths): segments padded to a power of two and words to a multiple
+    of ``GRID_WORDS_STEP``, with zero vectors and zero lengths, the lengths copied to the device
+    (its LSTM then runs unpacked, ``GridNetwork.encode_words``: packing reads them on the host);
+    the logits cut back to (segments, words, words) and copied. Padding cells are masked through
+    the network, so a segment's logits are the unpadded pass's, to float rounding."""
+
+    what = "grid network"
+
+    def _pass_tensors(self, args, kwargs):
+        if len(args) != 2 or kwargs or not all(isinstance(value, torch.Tensor) for value in args) or args[0].dim() != 3:
+            return None
+        return {"vectors": args[0], "lengths": args[1]}
+
+    def _bucket_shapes(self, tensors):
+        segments, words, width = tensors["vectors"].shape
+        rows = 1 << max(segments - 1, 0).bit_length()
+        return {"vectors": (rows, -(-words // GRID_WORDS_STEP) * GRID_WORDS_STEP, width), "lengths": (rows,)}
+
+    def _signature(self, args, kwargs):
+        return tuple(str(value.dtype) for value in args)
+
+    def _fills(self, module):
+        return {"vectors": 0, "lengths": 0}
+
+    def _forward(self, module, args, kwargs, static):
+        with warnings.catch_warnings():
+            # Its backward direction's LSTM weights are not at the start of the LSTM's one
+            # block: cuDNN copies them into one for the call, a kernel the graph replays.
+            warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous")
+            return module(static["vectors"], static["lengths"])
+
+    def _cut(self, output, tensors):
+        segments, words, _ = tensors["vectors"].shape
+        return output[:segments, :words, :words].clone()
+
+
+def attach_graphs(shims: Sequence, on: bool, make: Callable[[], GraphedPasses]) -> None:
+    """Give each of ``shims`` (``nn.fused_adam.FusedUpdate``'s) replayed passes (``make()``) while
+    ``on``, none while off; ones already given are kept, with their graphs."""
+    for shim in shims:
+        if not on:
+            shim.cuda_graphs = None
+        elif shim.cuda_graphs is None:
+            shim.cuda_graphs = make()
 
 
 class _Graph:
     """One recorded pass: its padded input buffers (with their padding values), its replay, its
     output buffers."""
 
-    def __init__(self, replay: Callable[[], None], inputs: Dict[str, Tuple[torch.Tensor, int]], output) -> None:
+    def __init__(self, replay: Callable[[], None], inputs: Dict[str, Tuple[torch.Tensor, float]], output) -> None:
         self._replay, self.inputs, self.output = replay, inputs, output
 
-    def replay(self, kwargs: Mapping):
-        """The output buffers after a replay on ``kwargs``' tensors, padded into the input buffers."""
+    def replay(self, tensors: Mapping[str, torch.Tensor]):
+        """The output buffers after a replay on ``tensors``, padded into the input buffers (a copy
+        from the host does not wait for the device)."""
         for name, (buffer, fill) in self.inputs.items():
-            value = kwargs[name]
+            value = tensors[name]
             buffer.fill_(fill)
-            buffer[: value.shape[0], : value.shape[1]].copy_(value)
+            buffer[tuple(slice(0, size) for size in value.shape)].copy_(value, non_blocking=True)
         self._replay()
         return self.output
+
+
+def _padded(value: torch.Tensor, shape: Tuple[int, ...], fill: float, device: torch.device) -> torch.Tensor:
+    """A new tensor of ``shape`` on ``device``: ``value`` in its leading corner, ``fill`` elsewhere."""
+    padded = torch.full(shape, fill, dtype=value.dtype, device=device)
+    padded[tuple(slice(0, size) for size in value.shape)] = value
+    return padded
 
 
 def _keep_top_layers(output, top_layers: Optional[int]):

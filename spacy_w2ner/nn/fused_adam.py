@@ -109,8 +109,8 @@ class FusedUpdate:
     """Mixin for Thinc's ``PyTorchShim`` and its subclasses (see the module docstring)."""
 
     half_dtype = "float16"  # set per shim by the layer that builds it
-    # A ``cuda_graphs.GraphedForward`` that replays prediction passes on a GPU, or None
-    # (set per shim by the encoder layer, from its ``cuda_graphs`` attr)
+    # A ``cuda_graphs.GraphedPasses`` that replays prediction passes on a GPU, or None (set per
+    # shim by the encoder's and the grid scorer's layers, from their ``cuda_graphs`` attrs)
     cuda_graphs = None
 
     def begin_update(self, inputs):
@@ -173,8 +173,8 @@ class FusedUpdate:
             with torch.no_grad(), cpu_autocast():
                 return float32_outputs(self._model(*inputs.args, **inputs.kwargs))
         with autocast_dtype(self.half_dtype):  # read by the autocast made under it
-            if self.cuda_graphs is not None and not inputs.args:
-                output = self.cuda_graphs(self._model, inputs.kwargs, self._capture_autocast)
+            if self.cuda_graphs is not None:
+                output = self.cuda_graphs(self._model, inputs.args, inputs.kwargs, self._capture_autocast)
                 if output is not None:
                     return output
             with torch.no_grad(), torch.autocast("cuda", enabled=self._mixed_precision):

@@ -261,10 +261,14 @@ class GridNetwork(nn.Module):
         return self.co_predictor(words, grid).float()
 
     def encode_words(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:
+        """The BiLSTM's outputs: unpacked (``lstm_by_direction``) on a CPU, and where the lengths
+        are on the device (a CUDA graph's replay, ``nn.cuda_graphs``: packing reads them on the
+        host); packed otherwise."""
         # float32 under mixed precision too: a small share of the work, and cuDNN's LSTM is
         # not half-precision everywhere (a fallback would be many small kernels).
         with torch.autocast(device_type=vectors.device.type, enabled=False):
-            if vectors.device.type == "cpu" and isinstance(self.lstm, nn.LSTM):
+            unpacked = vectors.device.type == "cpu" or lengths.device.type != "cpu"
+            if unpacked and isinstance(self.lstm, nn.LSTM):
                 return lstm_by_direction(self.lstm, vectors.float(), lengths)
             return self.lstm_packed(vectors, lengths, length)
 

@@ -214,7 +214,7 @@ def test_prediction_passes_from_recorded_graphs_give_the_eager_vectors_and_entit
     again = list(nlp.pipe(texts, batch_size=8))  # on a CPU: no recording, eager passes
     assert encoder.shims[0].cuda_graphs.graphs == {}
     monkeypatch.setattr(cuda_graphs, "CudaGraphRecorder", ReplayingRecorder)
-    encoder.shims[0].cuda_graphs = None  # a new GraphedForward, with the CPU's recorder
+    encoder.shims[0].cuda_graphs = None  # a new GraphedEncoder, with the CPU's recorder
     replayed = list(nlp.pipe(texts, batch_size=8))
     graphs = encoder.shims[0].cuda_graphs
     assert graphs.top_layers == encoder.attrs["last_layers"] and 0 < len(graphs.graphs) < 3 * 3

@@ -133,9 +133,10 @@ def test_grids_padded_to_a_multiple_of_8_predict_and_train_the_same(trained_nlp,
 
 
 @pytest.mark.gpu
-def test_predictions_on_the_gpu_equal_the_cpus(trained_nlp, tmp_path):
+@pytest.mark.parametrize("grid_graphs", [False, True])
+def test_predictions_on_the_gpu_equal_the_cpus(trained_nlp, tmp_path, grid_graphs):
     """The same saved pipeline finds the same entities on a CUDA GPU as on the CPU (scores within
-    float rounding)."""
+    float rounding), with the grid network's passes eager or replayed from CUDA graphs."""
     import spacy
 
     from ..conftest import TRAIN_DATA
@@ -145,7 +146,12 @@ def test_predictions_on_the_gpu_equal_the_cpus(trained_nlp, tmp_path):
     on_cpu = _predictions(trained_nlp, texts)
     spacy.require_gpu(0)
     try:
-        on_gpu = _predictions(spacy.load(tmp_path / "nlp"), texts)
+        nlp = spacy.load(tmp_path / "nlp")
+        grid_scorer = nlp.get_pipe("w2ner").model.get_ref("grid_scorer")
+        grid_scorer.attrs["cuda_graphs"] = grid_graphs
+        on_gpu = _predictions(nlp, texts)
+        graphs = grid_scorer.layers[0].shims[0].cuda_graphs
+        assert graphs is None if not grid_graphs else (len(graphs.graphs) > 0 and graphs.failed is None)
     finally:
         spacy.require_cpu()
     assert [[e[:2] for e in doc] for doc in on_gpu] == [[e[:2] for e in doc] for doc in on_cpu] and any(on_cpu)

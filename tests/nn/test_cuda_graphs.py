@@ -6,7 +6,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, MPNetConfig, MPNetModel
 
-from spacy_w2ner.nn.cuda_graphs import GraphedForward, bucket_shape, pad_inputs, square_mask, unpad_outputs
+from spacy_w2ner.nn.cuda_graphs import GraphedEncoder, GraphedGridNetwork, bucket_shape, pad_inputs, square_mask, unpad_outputs
+from spacy_w2ner.nn.network import GridNetwork
 
 SIZES = dict(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64)
 
@@ -100,7 +101,11 @@ class ReplayingRecorder:
         output = run()
 
         def replay():
-            for key, value in run().items():
+            fresh = run()
+            if isinstance(fresh, torch.Tensor):  # the grid network's logits
+                output.copy_(fresh)
+                return
+            for key, value in fresh.items():
                 buffers = output[key] if isinstance(value, tuple) else (output[key],)
                 for buffer, fresh in zip(buffers, value if isinstance(value, tuple) else (value,)):
                     if fresh is not None:
@@ -112,13 +117,13 @@ class ReplayingRecorder:
 def test_replayed_passes_give_the_unpadded_vectors_from_one_recording_per_bucket():
     encoder = _encoder("mpnet")
     recorder = ReplayingRecorder()
-    graphs = GraphedForward(top_layers=2, recorder=recorder)
+    graphs = GraphedEncoder(top_layers=2, recorder=recorder)
     outputs = []
     for rows, width, seed in [(5, 19, 1), (6, 25, 2), (3, 40, 3), (5, 19, 4)]:
         inputs = _pass(rows, width, encoder.config.pad_token_id, seed=seed)
         with torch.no_grad():
             expected = encoder(**inputs)
-        output = graphs(encoder, inputs, _no_autocast)
+        output = graphs(encoder, (), inputs, _no_autocast)
         real = inputs["attention_mask"].bool()
         assert output.last_hidden_state.shape == (rows, width, SIZES["hidden_size"])
         assert torch.allclose(output.last_hidden_state[real], expected.last_hidden_state[real], atol=1e-5)
@@ -131,11 +136,11 @@ def test_replayed_passes_give_the_unpadded_vectors_from_one_recording_per_bucket
 
 def test_a_pass_with_other_arguments_is_recorded_apart_and_over_the_limit_runs_eagerly():
     encoder = _encoder("mpnet")
-    graphs = GraphedForward(max_graphs=2, recorder=ReplayingRecorder())
+    graphs = GraphedEncoder(max_graphs=2, recorder=ReplayingRecorder())
     inputs = _pass(2, 10, 1)
-    assert graphs(encoder, inputs, _no_autocast) is not None
-    assert graphs(encoder, {**inputs, "output_hidden_states": False}, _no_autocast).hidden_states is None
-    assert graphs(encoder, _pass(2, 40, 1), _no_autocast) is None
+    assert graphs(encoder, (), inputs, _no_autocast) is not None
+    assert graphs(encoder, (), {**inputs, "output_hidden_states": False}, _no_autocast).hidden_states is None
+    assert graphs(encoder, (), _pass(2, 40, 1), _no_autocast) is None
     assert len(graphs.graphs) == 2 and graphs.failed is None
 
 
@@ -144,18 +149,18 @@ def test_weights_in_new_tensors_or_another_module_are_recorded_again():
     # (Thinc's own optimizer loop, loading, moving), every graph is recorded again.
     encoder = _encoder("mpnet")
     recorder = ReplayingRecorder()
-    graphs = GraphedForward(recorder=recorder)
+    graphs = GraphedEncoder(recorder=recorder)
     inputs = _pass(3, 12, 1)
-    graphs(encoder, inputs, _no_autocast)
+    graphs(encoder, (), inputs, _no_autocast)
     with torch.no_grad():
         next(encoder.parameters()).add_(0.01)
-    graphs(encoder, inputs, _no_autocast)
+    graphs(encoder, (), inputs, _no_autocast)
     assert recorder.recorded == 1
     first = next(encoder.parameters())
     first.data = first.data.clone()
-    graphs(encoder, inputs, _no_autocast)
+    graphs(encoder, (), inputs, _no_autocast)
     assert recorder.recorded == 2 and len(graphs.graphs) == 1
-    graphs(_encoder("mpnet"), inputs, _no_autocast)
+    graphs(_encoder("mpnet"), (), inputs, _no_autocast)
     assert recorder.recorded == 3
 
 
@@ -164,18 +169,18 @@ def test_a_module_a_recording_cannot_hold_runs_eagerly_with_a_warning():
         def __call__(self, run):
             raise RuntimeError("operation not permitted when stream is capturing\nmore")
 
-    graphs = GraphedForward(recorder=Refusing())
+    graphs = GraphedEncoder(recorder=Refusing())
     encoder = _encoder("mpnet")
     with pytest.warns(UserWarning, match="CUDA graphs are off for this encoder"):
-        assert graphs(encoder, _pass(2, 10, 1), _no_autocast) is None
+        assert graphs(encoder, (), _pass(2, 10, 1), _no_autocast) is None
     assert graphs.failed == "MPNetModel: operation not permitted when stream is capturing"
-    assert graphs(encoder, _pass(2, 10, 1), _no_autocast) is None and graphs.graphs == {}
+    assert graphs(encoder, (), _pass(2, 10, 1), _no_autocast) is None and graphs.graphs == {}
 
 
 def test_passes_on_the_cpu_are_not_for_cuda_graphs():
     encoder = _encoder("mpnet")
-    graphs = GraphedForward()
-    assert graphs(encoder, _pass(2, 8, 1), _no_autocast) is None
+    graphs = GraphedEncoder()
+    assert graphs(encoder, (), _pass(2, 8, 1), _no_autocast) is None
     assert graphs.graphs == {} and graphs.failed is None
 
 
@@ -190,12 +195,117 @@ def test_the_encoder_attr_gives_its_shims_graphs_only_while_on():
     node = Model("hf-pytorch", lambda *a: None, shims=[Shim()], attrs={"cuda_graphs": True, "last_layers": 4, "keep_hidden_states": False})
     _attach_cuda_graphs(node)
     graphs = node.shims[0].cuda_graphs
-    assert isinstance(graphs, GraphedForward) and graphs.top_layers == 4
+    assert isinstance(graphs, GraphedEncoder) and graphs.top_layers == 4
     _attach_cuda_graphs(node)
     assert node.shims[0].cuda_graphs is graphs  # kept: its captured graphs with it
     node.attrs["cuda_graphs"] = False
     _attach_cuda_graphs(node)
     assert node.shims[0].cuda_graphs is None
+
+
+def _grid_network(device: str = "cpu") -> GridNetwork:
+    torch.manual_seed(0)
+    network = GridNetwork(
+        12, 5, lstm_size=16, dist_emb_size=4, region_emb_size=4, conv_size=6, dilations=[1, 2, 3], biaffine_size=8,
+        ffnn_size=6, input_dropout=0.5, conv_dropout=0.5, output_dropout=0.33,
+    )  # fmt: skip
+    return network.to(device).eval()
+
+
+def _grid_pass(segments: int, words: int, seed: int, device: str = "cpu"):
+    """(vectors, lengths) of a grid batch: zero vectors after each segment's end, the lengths on
+    the host (as the grid scorer gives them)."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, words + 1, (segments,), generator=generator)
+    lengths[0] = words
+    real = torch.arange(words)[None, :] < lengths[:, None]
+    vectors = torch.randn(segments, words, 12, generator=generator) * real[..., None]
+    return vectors.to(device), lengths
+
+
+def _assert_same_cells(logits, expected, lengths, atol):
+    assert logits.shape == expected.shape
+    for k, n in enumerate(lengths.tolist()):
+        assert torch.allclose(logits[k, :n, :n], expected[k, :n, :n], atol=atol)
+
+
+def test_replayed_grid_passes_give_the_unpadded_logits_from_one_recording_per_bucket():
+    # Segments padded to a power of two and words to a multiple of 8, with zero vectors and
+    # lengths: every real cell's logits are the unpadded pass's.
+    network = _grid_network()
+    recorder = ReplayingRecorder()
+    graphs = GraphedGridNetwork(recorder=recorder)
+    outputs = []
+    for segments, words, seed in [(5, 13, 1), (7, 16, 2), (3, 21, 3), (5, 13, 4)]:
+        vectors, lengths = _grid_pass(segments, words, seed)
+        with torch.no_grad():
+            expected = network(vectors, lengths)
+        logits = graphs(network, (vectors, lengths), {}, _no_autocast)
+        _assert_same_cells(logits, expected, lengths, 1e-5)
+        outputs.append((logits, logits.clone()))
+    assert recorder.recorded == len(graphs.graphs) == 2  # (8, 16) for the first, second and last; (4, 24)
+    assert [key[0] for key in graphs.graphs] == [(("vectors", (8, 16, 12)), ("lengths", (8,))), (("vectors", (4, 24, 12)), ("lengths", (4,)))]
+    assert all(torch.equal(logits, kept) for logits, kept in outputs)  # copies, not the buffers
+
+
+def test_grid_passes_on_the_cpu_or_of_other_arguments_are_not_for_cuda_graphs():
+    network = _grid_network()
+    graphs = GraphedGridNetwork()
+    assert graphs(network, _grid_pass(2, 8, 1), {}, _no_autocast) is None
+    graphs = GraphedGridNetwork(recorder=ReplayingRecorder())
+    vectors, lengths = _grid_pass(2, 8, 1)
+    assert graphs(network, (vectors,), {"lengths": lengths}, _no_autocast) is None
+    assert graphs(network, (vectors[0], lengths), {}, _no_autocast) is None
+    assert graphs.graphs == {} and graphs.failed is None
+
+
+def test_a_grid_network_a_recording_cannot_hold_runs_eagerly_with_a_warning():
+    class Refusing(ReplayingRecorder):
+        def __call__(self, run):
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+    graphs = GraphedGridNetwork(recorder=Refusing())
+    with pytest.warns(UserWarning, match="CUDA graphs are off for this grid network"):
+        assert graphs(_grid_network(), _grid_pass(2, 8, 1), {}, _no_autocast) is None
+    assert graphs.failed == "GridNetwork: operation not permitted when stream is capturing"
+
+
+def test_the_grid_scorer_attr_gives_its_shim_graphs_only_while_on_and_predicting(saved_model, monkeypatch):
+    # Through the pipeline (the grid scorer's shim, its predict), with a recorder that replays on
+    # the CPU: the same grids and entities as eager passes; a CPU's own passes never use graphs.
+    import spacy
+
+    from spacy_w2ner import get_entities
+    from spacy_w2ner.model.predictions import grid_probabilities
+    from spacy_w2ner.nn import cuda_graphs
+
+    from ..conftest import TRAIN_DATA
+
+    nlp = spacy.load(saved_model)
+    model = nlp.get_pipe("w2ner").model
+    shim = model.get_ref("grid_scorer").layers[0].shims[0]
+    texts = [text for text, _ in TRAIN_DATA] * 3 + ["She had severe pain in her knees and ankles after Lipitor ."]
+
+    def predicted():
+        docs = list(nlp.pipe(texts, batch_size=4))
+        grids = grid_probabilities(model, [nlp.make_doc(text) for text in texts])
+        return [[(e.label, e.tokens) for e in get_entities(doc)] for doc in docs], grids
+
+    eager_entities, eager_grids = predicted()
+    assert shim.cuda_graphs is None and any(eager_entities)
+    model.get_ref("grid_scorer").attrs["cuda_graphs"] = True
+    assert predicted()[0] == eager_entities and shim.cuda_graphs.graphs == {}  # on a CPU: eager
+    monkeypatch.setattr(cuda_graphs, "CudaGraphRecorder", ReplayingRecorder)
+    shim.cuda_graphs = None  # a new GraphedGridNetwork, with the CPU's recorder
+    entities, grids = predicted()
+    assert isinstance(shim.cuda_graphs, GraphedGridNetwork) and len(shim.cuda_graphs.graphs) > 0
+    assert entities == eager_entities
+    for (segment, probs), (eager_segment, eager_probs) in zip(grids, eager_grids, strict=True):
+        assert segment == eager_segment and probs.shape == eager_probs.shape
+        assert abs(probs - eager_probs).max() < 1e-5
+    model.get_ref("grid_scorer").attrs["cuda_graphs"] = False
+    predicted()
+    assert shim.cuda_graphs is None
 
 
 # ---------------------------------------------------------------- on a GPU
@@ -205,12 +315,12 @@ def test_the_encoder_attr_gives_its_shims_graphs_only_while_on():
 @pytest.mark.parametrize("kind", ["mpnet", "bert"])
 def test_replayed_passes_give_the_eager_passes_vectors(kind):
     encoder = _encoder(kind, "cuda")
-    graphs = GraphedForward(top_layers=2)
+    graphs = GraphedEncoder(top_layers=2)
     for rows, width, seed in [(5, 19, 1), (6, 25, 2), (32, 40, 3), (1, 7, 4)]:
         inputs = _pass(rows, width, encoder.config.pad_token_id, "cuda", seed)
         with torch.no_grad():
             expected = encoder(**inputs)
-        output = graphs(encoder, inputs, _no_autocast)
+        output = graphs(encoder, (), inputs, _no_autocast)
         assert output is not None and graphs.failed is None
         real = inputs["attention_mask"].bool()
         assert torch.allclose(output.last_hidden_state[real], expected.last_hidden_state[real], atol=1e-4)
@@ -222,20 +332,20 @@ def test_replayed_passes_give_the_eager_passes_vectors(kind):
 @pytest.mark.gpu
 def test_an_earlier_replays_output_survives_the_next_replay():
     encoder = _encoder("mpnet", "cuda")
-    graphs = GraphedForward()
+    graphs = GraphedEncoder()
     first_inputs = _pass(4, 20, 1, "cuda", 1)
-    first = graphs(encoder, first_inputs, _no_autocast).last_hidden_state
+    first = graphs(encoder, (), first_inputs, _no_autocast).last_hidden_state
     kept = first.clone()
-    graphs(encoder, _pass(4, 20, 1, "cuda", 2), _no_autocast)  # the same graph, other wordpieces
+    graphs(encoder, (), _pass(4, 20, 1, "cuda", 2), _no_autocast)  # the same graph, other wordpieces
     assert torch.equal(first, kept)
 
 
 @pytest.mark.gpu
 def test_over_the_limit_a_pass_runs_eagerly():
     encoder = _encoder("mpnet", "cuda")
-    graphs = GraphedForward(max_graphs=1)
-    assert graphs(encoder, _pass(2, 10, 1, "cuda"), _no_autocast) is not None
-    assert graphs(encoder, _pass(2, 40, 1, "cuda"), _no_autocast) is None
+    graphs = GraphedEncoder(max_graphs=1)
+    assert graphs(encoder, (), _pass(2, 10, 1, "cuda"), _no_autocast) is not None
+    assert graphs(encoder, (), _pass(2, 40, 1, "cuda"), _no_autocast) is None
     assert len(graphs.graphs) == 1 and graphs.failed is None
 
 
@@ -249,13 +359,29 @@ def test_a_module_that_reads_back_to_the_host_runs_eagerly_with_a_warning():
                 return {"last_hidden_state": input_ids.float()}
             return {"last_hidden_state": -input_ids.float()}
 
-    graphs = GraphedForward()
+    graphs = GraphedEncoder()
     inputs = {key: value for key, value in _pass(2, 10, 0, "cuda").items() if key != "output_hidden_states"}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert graphs(ReadsBack(), inputs, _no_autocast) is None
+        assert graphs(ReadsBack(), (), inputs, _no_autocast) is None
     assert graphs.failed and any("CUDA graphs are off" in str(w.message) for w in caught)
-    assert graphs(ReadsBack(), inputs, _no_autocast) is None  # not tried again
+    assert graphs(ReadsBack(), (), inputs, _no_autocast) is None  # not tried again
     # The device works on as before, on the caller's stream (not the failed capture's).
     assert torch.cuda.current_stream() == torch.cuda.default_stream()
     assert (torch.ones(3, device="cuda") * 2).sum().item() == 6
+
+
+@pytest.mark.gpu
+def test_replayed_grid_passes_give_the_eager_passes_logits():
+    # The eager pass packs the LSTM's sequences (lengths on the host); the graph runs it
+    # unpacked, each direction on its own, with the lengths on the device.
+    network = _grid_network("cuda")
+    graphs = GraphedGridNetwork()
+    for segments, words, seed in [(5, 13, 1), (7, 16, 2), (32, 40, 3), (1, 3, 4)]:
+        vectors, lengths = _grid_pass(segments, words, seed, "cuda")
+        with torch.no_grad():
+            expected = network(vectors, lengths)
+        logits = graphs(network, (vectors, lengths), {}, _no_autocast)
+        assert logits is not None and graphs.failed is None
+        _assert_same_cells(logits, expected, lengths, 1e-4)
+    assert len(graphs.graphs) == 3  # (5, 13) and (7, 16) share the (8, 16) bucket
