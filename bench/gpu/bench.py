@@ -340,16 +340,21 @@ def infer(args) -> None:
 
     The timed runs carry no hooks: the grid network's share comes from one more run of each
     setting afterwards, with the grid timers (a synchronisation at each end of the grid network,
-    and a hook on every module call: 6% of the encoder's host time, on a CPU)."""
+    and a hook on every module call: 6% of the encoder's host time, on a CPU), its passes
+    replayed from graphs timed around each replay (``hooks.timed_replays``). ``--profile PREFIX``
+    first runs the first setting and the fastest once more each under torch's profiler
+    (``PREFIX-SETTING.txt``, and a summary in the setting's result: the device's busy time, kernel
+    and graph launches, waits for the device, copies)."""
     import numpy
     import spacy
     import torch
 
-    from hooks import STATS, install_grid_timers, peak_gpu_mb
+    from hooks import STATS, install_grid_timers, peak_gpu_mb, profile_run, timed_replays
     from spacy_w2ner import get_entities
     from spacy_w2ner.encoders.transformer import node_named
     from spacy_w2ner.grid.segments import MAX_PADDING
     from spacy_w2ner.model.predictions import grid_probabilities
+    from spacy_w2ner.nn.cuda_graphs import GraphedGridNetwork
 
     device = use_device(args.gpu_id)
     nlp = spacy.load(args.model)
@@ -415,11 +420,18 @@ def infer(args) -> None:
             times["full"].append(run([]))
             times["encoder_only"].append(run(["w2ner"]))
             times["peak"] = max(times["peak"], peak_gpu_mb())
+    if args.profile:  # the first setting and the fastest, one more run each, before any timer hook
+        fastest = min(settings, key=lambda setting: min(measured[setting]["full"]))
+        for setting in dict.fromkeys([settings[0], fastest]):
+            use(setting)
+            title = f"torch profiler, one nlp.pipe over {len(docs)} sentences, batch {args.batch_size}, setting {setting}"
+            measured[setting]["profile"] = profile_run(lambda: run([]), f"{args.profile}-{setting}.txt", title)
     install_grid_timers()
     for setting in settings:  # the grid network's share, in a run of its own
         use(setting)
         calls = len(STATS["grid_forward_s"])
-        seconds = run([])
+        with timed_replays(GraphedGridNetwork):
+            seconds = run([])
         measured[setting]["grid_share"] = sum(STATS["grid_forward_s"][calls:]) / seconds
     first = entities[settings[0]]
     for setting, times in measured.items():
@@ -453,6 +465,8 @@ def infer(args) -> None:
             result.update(cuda_graphs=len(graphs.graphs), cuda_graphs_failed=graphs.failed)
         if grid_graphs is not None:
             result.update(grid_cuda_graphs=len(grid_graphs.graphs), grid_cuda_graphs_failed=grid_graphs.failed)
+        if "profile" in times:
+            result["profile"] = times["profile"]
         emit(result, args.results)
 
 
@@ -638,6 +652,7 @@ def main() -> None:
         p.add_argument("--workdir", default=".")
         p.add_argument("--output", default="")
         p.add_argument("--max-grid-padding", default="config", help="infer: w2ner's max_grid_padding (a number, inf; config: the model's)")
+        p.add_argument("--profile", default="", help="infer: PREFIX; the first setting and the fastest run once more each under torch's profiler, into PREFIX-SETTING.txt")
         p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25; cgN: N with the encoder's CUDA graphs; agN: with the grid network's too; tX: X with TF32 matrix products), timed in turn")
         p.set_defaults(run=function)
 

@@ -4,7 +4,8 @@
   (after a CUDA synchronisation) and the size of every batch it hands to the training
   loop, so the time between two batches is one update step.
 - Torch module hooks time the grid network (``GridNetwork``) forward and backward,
-  synchronised at its boundaries, for the grid head's share of the time.
+  synchronised at its boundaries, for the grid head's share of the time; ``timed_replays``
+  times its passes replayed from CUDA graphs, which call no module.
 - ``profile_steps`` ("FIRST:LAST"): the loop's own steps FIRST..LAST-1 profiled, torch's
   profiler over the first half, cProfile over the second (put them in the warm-up: the
   profilers and their reports stay out of the timed steps), written to ``profile_path``.
@@ -12,6 +13,7 @@
   to the JSON file named in the batcher's ``stats_path``.
 """
 import atexit
+import contextlib
 import cProfile
 import io
 import json
@@ -75,6 +77,78 @@ def install_grid_timers() -> None:
     torch_module.register_module_forward_pre_hook(find)
 
 
+def write_torch_tables(averages, path: str, title: str, rows: int = 30) -> None:
+    """Torch profiler's totals (``key_averages()``) to ``path``: the top ``rows`` by device time
+    (on a GPU) and by host time of their own."""
+    with open(path, "w", encoding="utf8") as file:
+        file.write(title + "\n")
+        if torch.cuda.is_available():
+            file.write(f"\n== device time, top {rows}\n")
+            file.write(averages.table(sort_by="cuda_time_total", row_limit=rows, max_name_column_width=70))
+        file.write(f"\n== host time (self), top {rows}\n")
+        file.write(averages.table(sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=70))
+
+
+# CUDA runtime and driver calls counted in a profile's summary (the profiler records every
+# thread's and library's calls: torch's, CuPy's, cuDNN's)
+LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+SYNCHRONIZATIONS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+COPIES = ("cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpy2DAsync")
+
+
+def profile_run(run, path: str, title: str) -> Dict[str, object]:
+    """One call of ``run`` under torch's profiler (host operators; device kernels on a GPU), its
+    tables written to ``path`` (``write_torch_tables``), and a summary: the wall time (the
+    profiler's own cost in it), the device's busy time (its kernels' and copies' own time), and
+    the counts of kernel launches, graph launches, waits for the device and copies."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    synchronize()
+    start = time.perf_counter()
+    with profile(activities=activities) as profiler:
+        run()
+        synchronize()
+    wall = time.perf_counter() - start
+    averages = profiler.key_averages()
+    write_torch_tables(averages, path, title)
+    counts = {event.key: event.count for event in averages}
+    device_us = sum(getattr(event, "self_device_time_total", 0) or 0 for event in averages)
+    return {
+        "wall_s": round(wall, 3),
+        "device_busy_s": round(device_us / 1e6, 3),
+        "kernel_launches": sum(counts.get(name, 0) for name in LAUNCHES),
+        "graph_launches": counts.get("cudaGraphLaunch", 0),
+        "synchronizations": sum(counts.get(name, 0) for name in SYNCHRONIZATIONS),
+        "copies": sum(counts.get(name, 0) for name in COPIES),
+        "torch_operators": sum(count for name, count in counts.items() if name.startswith("aten::")),
+    }
+
+
+@contextlib.contextmanager
+def timed_replays(graphed_class, key: str = "grid_forward_s"):
+    """Time each call of ``graphed_class`` (a ``nn.cuda_graphs.GraphedPasses``: a replay, which
+    calls no module and so meets no module hook), synchronised at both ends, into ``STATS[key]``
+    while the context lasts. A call that gives None (the pass runs eagerly after it) takes no
+    time here: the module's own hooks time that pass."""
+    call = graphed_class.__call__
+
+    def timed(self, *args, **kwargs):
+        synchronize()
+        start = time.perf_counter()
+        output = call(self, *args, **kwargs)
+        synchronize()
+        if output is not None:
+            STATS[key].append(time.perf_counter() - start)
+        return output
+
+    graphed_class.__call__ = timed
+    try:
+        yield
+    finally:
+        graphed_class.__call__ = call
+
+
 def peak_gpu_mb() -> float:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return torch.cuda.max_memory_allocated() / 2**20
@@ -114,13 +188,8 @@ class StepProfiler:
             self._write_python(self.python_profiler)
 
     def _write_torch(self, averages) -> None:
-        with open(self.path, "w", encoding="utf8") as file:
-            file.write(f"torch profiler, training loop steps {self.first}..{self.middle - 1}: totals over them\n")
-            if torch.cuda.is_available():
-                file.write(f"\n== device time, top {self.rows}\n")
-                file.write(averages.table(sort_by="cuda_time_total", row_limit=self.rows, max_name_column_width=70))
-            file.write(f"\n== host time (self), top {self.rows}\n")
-            file.write(averages.table(sort_by="self_cpu_time_total", row_limit=self.rows, max_name_column_width=70))
+        title = f"torch profiler, training loop steps {self.first}..{self.middle - 1}: totals over them"
+        write_torch_tables(averages, self.path, title, self.rows)
 
     def _write_python(self, profiler) -> None:
         text = io.StringIO()

@@ -53,6 +53,9 @@ DIAG_PRECISIONS=${DIAG_PRECISIONS:-"fp32 bf16 fp16"} NONDETERMINISTIC=${NONDETER
 TRAIN_SETTINGS=${TRAIN_SETTINGS:-"12:fp32 12:bf16 $BIG_BATCH:bf16 $BIG_BATCH:fp32"}
 INFER_SETTINGS=${INFER_SETTINGS:-"fp32:32 fp32:128 bf16:32 bf16:128"} REF_BATCHES=${REF_BATCHES:-"12 $BIG_BATCH"}
 PROBE=${PROBE:-1} EVAL_EVERY=${EVAL_EVERY:-0} GRID_TIMERS=${GRID_TIMERS:-0}
+# 1: each infer-speed entry's first setting and fastest run once more under torch's profiler
+# ($RESULTS_DIR/profile-infer-*.txt; a summary in their results)
+INFER_PROFILE=${INFER_PROFILE:-0}
 # The other spacy_w2ner that train-speed's "base" settings train with (bench/gpu/baseline.sh REF).
 BASELINE=${BASELINE:-.gpu-bundle/baseline}
 # FIRST:LAST: those steps of each train-speed run profiled (inside the warm-up; torch's profiler
@@ -174,8 +177,9 @@ infer_speed() {  # the 150-step batch-12 models of train-speed
       name+="-${option//\//_}"
     done
     [ -d "$model" ] || { echo "infer-speed: no $model (run train-speed first)"; continue; }
+    local profile=""; [ "$INFER_PROFILE" = 1 ] && profile="$RESULTS_DIR/profile-$name"
     step "$name" $BENCH infer "$model" $DATA/test.spacy --batch-size "$2" --gpu-id "$GPU_ID" \
-      --max-grid-padding "$grid_padding" --pass-padding "$pass_padding"
+      --max-grid-padding "$grid_padding" --pass-padding "$pass_padding" --profile "$profile"
   done
   local model; model=$(ls -d "$WORK"/train-b12-*/model/model-last 2>/dev/null | tail -1)
   [ -n "$model" ] || return

@@ -15,14 +15,16 @@ are then exactly 0); the grid network's segments to a power of two and words to 
 the real rows' outputs are those of the unpadded pass, to the rounding of kernels of other
 shapes. The outputs are copied out of the graph's buffers before the next replay can write them.
 
-Each ``GraphedPasses`` keeps one graph per bucket and set of other arguments, all in one memory
-pool (a replay uses the pool's memory only while it runs: inputs are copied in and outputs
-out around each replay), at most ``max_graphs`` of them; a pass it cannot replay (on the CPU,
-over the limit, a module whose forward reads a value back to the host, which a capture cannot
-record) runs as before. A graph reads the weights where they were when it was recorded:
-weights updated in place are read as they are; weights given new tensors, or another module,
-make every graph be recorded again. Which layers' outputs the encoder's keep (``top_layers``:
-the ones the encoder averages) bounds the memory its graphs' outputs hold.
+Each ``GraphedPasses`` keeps one graph per bucket, set of other arguments and float32 math mode
+(``float32_math``: TF32 or not), all in one memory pool (a replay uses the pool's memory only
+while it runs: inputs are copied in and outputs out around each replay), at most ``max_graphs``
+of them; a pass it cannot replay (on the CPU, over the limit, a module whose forward reads a
+value back to the host, which a capture cannot record) runs as before. A graph reads the
+weights where they were when it was recorded: weights updated in place are read as they are;
+weights given new tensors, or another module, make every graph be recorded again. Which
+layers' outputs the encoder's keep (``top_layers``: the ones the encoder averages) bounds the
+memory its graphs' outputs hold. Turned off (``attach_graphs``), the graphs are kept for when
+they are on again.
 """
 import threading
 import warnings
@@ -156,6 +158,7 @@ class GraphedPasses:
         self.max_graphs = max_graphs
         self.recorder = recorder or CudaGraphRecorder()
         self.graphs: Dict[tuple, "_Graph"] = {}
+        self.enabled = True  # off: every pass runs eagerly, the graphs kept for when it is on again
         self.failed: Optional[str] = None  # why recording failed: the module runs eagerly from then on
         self._lock = threading.Lock()  # a graph's buffers serve one pass at a time
         # The module the graphs are of, its parameters and buffers, and where they live
@@ -164,11 +167,11 @@ class GraphedPasses:
         self._storage: tuple = ()
 
     def __call__(self, module: torch.nn.Module, args: Sequence, kwargs: Mapping, autocast: Callable):
-        tensors = None if self.failed else self._pass_tensors(args, kwargs)
+        tensors = self._pass_tensors(args, kwargs) if self.enabled and not self.failed else None
         if not tensors or next(iter(tensors.values())).device.type != self.recorder.device_type:
             return None
         shapes = self._bucket_shapes(tensors)
-        key = (tuple(shapes.items()), self._signature(args, kwargs))
+        key = (tuple(shapes.items()), self._signature(args, kwargs), float32_math())
         with self._lock:
             self._forget_graphs_of_other_weights(module)
             graph = self.graphs.get(key)
@@ -308,13 +311,21 @@ class GraphedGridNetwork(GraphedPasses):
 
 
 def attach_graphs(shims: Sequence, on: bool, make: Callable[[], GraphedPasses]) -> None:
-    """Give each of ``shims`` (``nn.fused_adam.FusedUpdate``'s) replayed passes (``make()``) while
-    ``on``, none while off; ones already given are kept, with their graphs."""
+    """Give each of ``shims`` (``nn.fused_adam.FusedUpdate``'s) replayed passes (``make()``) the
+    first time ``on`` is true, and enable or disable the ones they have with ``on``: turned off
+    and on again, the graphs recorded before are replayed, not recorded anew (their memory stays
+    held meanwhile; ``shim.cuda_graphs = None`` lets it go)."""
     for shim in shims:
-        if not on:
-            shim.cuda_graphs = None
-        elif shim.cuda_graphs is None:
+        if on and shim.cuda_graphs is None:
             shim.cuda_graphs = make()
+        if shim.cuda_graphs is not None:
+            shim.cuda_graphs.enabled = on
+
+
+def float32_math() -> Tuple[str, bool]:
+    """The float32 math mode that kernels are chosen under (TF32 for matrix products, for cuDNN):
+    a graph replays the kernels of the mode it was recorded in, so each mode has its own."""
+    return torch.get_float32_matmul_precision(), bool(torch.backends.cudnn.allow_tf32)
 
 
 class _Graph:

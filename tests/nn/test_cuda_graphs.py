@@ -184,7 +184,7 @@ def test_passes_on_the_cpu_are_not_for_cuda_graphs():
     assert graphs.graphs == {} and graphs.failed is None
 
 
-def test_the_encoder_attr_gives_its_shims_graphs_only_while_on():
+def test_the_encoder_attr_gives_its_shims_graphs_that_replay_only_while_on():
     from thinc.api import Model
 
     from spacy_w2ner.encoders.transformer import _attach_cuda_graphs
@@ -197,10 +197,43 @@ def test_the_encoder_attr_gives_its_shims_graphs_only_while_on():
     graphs = node.shims[0].cuda_graphs
     assert isinstance(graphs, GraphedEncoder) and graphs.top_layers == 4
     _attach_cuda_graphs(node)
-    assert node.shims[0].cuda_graphs is graphs  # kept: its captured graphs with it
+    assert node.shims[0].cuda_graphs is graphs and graphs.enabled  # kept: its captured graphs with it
     node.attrs["cuda_graphs"] = False
     _attach_cuda_graphs(node)
-    assert node.shims[0].cuda_graphs is None
+    assert node.shims[0].cuda_graphs is graphs and not graphs.enabled
+    node.attrs["cuda_graphs"] = True
+    _attach_cuda_graphs(node)
+    assert node.shims[0].cuda_graphs is graphs and graphs.enabled
+
+
+def test_turned_off_passes_run_eagerly_and_on_again_replay_the_graphs_recorded_before():
+    encoder = _encoder("mpnet")
+    recorder = ReplayingRecorder()
+    graphs = GraphedEncoder(recorder=recorder)
+    inputs = _pass(3, 12, 1)
+    graphs(encoder, (), inputs, _no_autocast)
+    graphs.enabled = False
+    assert graphs(encoder, (), inputs, _no_autocast) is None and len(graphs.graphs) == 1
+    graphs.enabled = True
+    assert graphs(encoder, (), inputs, _no_autocast) is not None and recorder.recorded == 1
+
+
+def test_each_float32_math_mode_has_its_own_graphs():
+    # A graph replays the kernels chosen when it was recorded: TF32 matrix products need graphs
+    # of their own.
+    encoder = _encoder("mpnet")
+    recorder = ReplayingRecorder()
+    graphs = GraphedEncoder(recorder=recorder)
+    inputs = _pass(3, 12, 1)
+    graphs(encoder, (), inputs, _no_autocast)
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        graphs(encoder, (), inputs, _no_autocast)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    graphs(encoder, (), inputs, _no_autocast)
+    assert recorder.recorded == len(graphs.graphs) == 2
 
 
 def _grid_network(device: str = "cpu") -> GridNetwork:
@@ -270,7 +303,7 @@ def test_a_grid_network_a_recording_cannot_hold_runs_eagerly_with_a_warning():
     assert graphs.failed == "GridNetwork: operation not permitted when stream is capturing"
 
 
-def test_the_grid_scorer_attr_gives_its_shim_graphs_only_while_on_and_predicting(saved_model, monkeypatch):
+def test_the_grid_scorer_attr_gives_its_shim_graphs_that_replay_only_while_on(saved_model, monkeypatch):
     # Through the pipeline (the grid scorer's shim, its predict), with a recorder that replays on
     # the CPU: the same grids and entities as eager passes; a CPU's own passes never use graphs.
     import spacy
@@ -303,9 +336,12 @@ def test_the_grid_scorer_attr_gives_its_shim_graphs_only_while_on_and_predicting
     for (segment, probs), (eager_segment, eager_probs) in zip(grids, eager_grids, strict=True):
         assert segment == eager_segment and probs.shape == eager_probs.shape
         assert abs(probs - eager_probs).max() < 1e-5
+    graphs = shim.cuda_graphs
+    recorded = graphs.recorder.recorded
     model.get_ref("grid_scorer").attrs["cuda_graphs"] = False
-    predicted()
-    assert shim.cuda_graphs is None
+    assert predicted()[0] == eager_entities and shim.cuda_graphs is graphs and not graphs.enabled
+    model.get_ref("grid_scorer").attrs["cuda_graphs"] = True
+    assert predicted()[0] == eager_entities and graphs.enabled and graphs.recorder.recorded == recorded
 
 
 # ---------------------------------------------------------------- on a GPU
