@@ -144,14 +144,20 @@ def test_a_pass_with_other_arguments_is_recorded_apart_and_over_the_limit_runs_e
     assert len(graphs.graphs) == 2 and graphs.failed is None
 
 
-def test_weights_in_new_tensors_or_another_module_are_recorded_again():
-    # A graph reads the weights' memory as recorded: updated in place, it stays; given new data
-    # (Thinc's own optimizer loop, loading, moving), every graph is recorded again.
+def _recorded_once():
+    """(encoder, recorder, graphs, a pass) after one pass recorded with the CPU's recorder."""
     encoder = _encoder("mpnet")
     recorder = ReplayingRecorder()
     graphs = GraphedEncoder(recorder=recorder)
     inputs = _pass(3, 12, 1)
     graphs(encoder, (), inputs, _no_autocast)
+    return encoder, recorder, graphs, inputs
+
+
+def test_weights_in_new_tensors_or_another_module_are_recorded_again():
+    # A graph reads the weights' memory as recorded: updated in place, it stays; given new data
+    # (Thinc's own optimizer loop, loading, moving), every graph is recorded again.
+    encoder, recorder, graphs, inputs = _recorded_once()
     with torch.no_grad():
         next(encoder.parameters()).add_(0.01)
     graphs(encoder, (), inputs, _no_autocast)
@@ -207,11 +213,7 @@ def test_the_encoder_attr_gives_its_shims_graphs_that_replay_only_while_on():
 
 
 def test_turned_off_passes_run_eagerly_and_on_again_replay_the_graphs_recorded_before():
-    encoder = _encoder("mpnet")
-    recorder = ReplayingRecorder()
-    graphs = GraphedEncoder(recorder=recorder)
-    inputs = _pass(3, 12, 1)
-    graphs(encoder, (), inputs, _no_autocast)
+    encoder, recorder, graphs, inputs = _recorded_once()
     graphs.enabled = False
     assert graphs(encoder, (), inputs, _no_autocast) is None and len(graphs.graphs) == 1
     graphs.enabled = True
@@ -221,11 +223,7 @@ def test_turned_off_passes_run_eagerly_and_on_again_replay_the_graphs_recorded_b
 def test_each_float32_math_mode_has_its_own_graphs():
     # A graph replays the kernels chosen when it was recorded: TF32 matrix products need graphs
     # of their own.
-    encoder = _encoder("mpnet")
-    recorder = ReplayingRecorder()
-    graphs = GraphedEncoder(recorder=recorder)
-    inputs = _pass(3, 12, 1)
-    graphs(encoder, (), inputs, _no_autocast)
+    encoder, recorder, graphs, inputs = _recorded_once()
     before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = True
     try:
