@@ -30,7 +30,8 @@
 #   train-scaling     data-parallel training (bench/train_scaling.py gpu): plain `train` against
 #                     `torchrun --nproc-per-node 1` (NCCL) on w2ner_mpnet_gpu.cfg, the same weights?
 #                     the same seconds a step? ($RESULTS_DIR/gpu-train-scaling.json)
-#   gpu-tests         pytest -m gpu on $GPU_TESTS (float16 loss scaling on CUDA, GPU = CPU, CUDA graphs)
+#   gpu-tests         pytest -m gpu on $GPU_TESTS (float16 loss scaling on CUDA, GPU = CPU, CUDA graphs,
+#                     copies to the GPU that do not wait)
 #   all               setup diagnose train-speed infer-speed reference-speed
 #
 # Speed stages use the random-weight encoder of MPNet's shape when the real weights are not
@@ -62,7 +63,7 @@ BASELINE=${BASELINE:-.gpu-bundle/baseline}
 # over the first half, cProfile over the second), in $RESULTS_DIR/profile-train-bBATCH-PRECISION.txt
 PROFILE_STEPS=${PROFILE_STEPS:-}
 # The GPU tests (pytest -m gpu) of these files, in the gpu-tests stage.
-GPU_TESTS=${GPU_TESTS:-"tests/model/test_training_step.py tests/model/test_gpu_paths.py tests/nn/test_cuda_graphs.py"}
+GPU_TESTS=${GPU_TESTS:-"tests/model/test_training_step.py tests/model/test_gpu_paths.py tests/nn/test_cuda_graphs.py tests/nn/test_transfers.py"}
 # Extra arguments of the accuracy runs (a check of this script on a CPU: a few steps).
 ACC_ARGS=${ACC_ARGS:-} REF_ARGS=${REF_ARGS:-}
 DATA=corpora/converted/cadec

@@ -8,7 +8,7 @@ import torch
 from spacy.util import registry
 from spacy_transformers.architectures import create_TransformerModel_v3
 from spacy_transformers.data_classes import WordpieceBatch
-from thinc.api import Model, NumpyOps
+from thinc.api import ArgsKwargs, Model, NumpyOps
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 
 from ..grid.segments import MAX_PADDING, group_by_length
@@ -18,6 +18,7 @@ from ..nn.cuda_graphs import SEQUENCE_OUTPUTS, GraphedEncoder, attach_graphs
 from ..nn.fused_adam import check_half_dtype, fuse_updates
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
+from ..nn.transfers import to_device
 from .packing import PackedWordpieces, pack, packing_offset, pooled_output, unpack_outputs
 
 
@@ -123,7 +124,7 @@ def _chunked_encoder(encoder: Model, max_spans_per_pass: int, last_layers: int, 
         dims={dim: None for dim in encoder.dim_names},
         attrs={
             **encoder.attrs,
-            "convert_inputs": partial(_ask_for_hidden_states, encoder.attrs["convert_inputs"]),
+            "convert_inputs": _convert_inputs,
             "convert_outputs": partial(_mean_of_top_layers, encoder.attrs["convert_outputs"]),
             "max_spans_per_pass": max_spans_per_pass,
             # How much a prediction pass may be padded before spans of other lengths get a pass
@@ -209,8 +210,9 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
         width = int(widths[rows].max())
         output = pytorch_forward(model, _take_spans(wordpieces, rows, width), False)[0]
         output_type = type(output)
+        index = to_device(rows, _device_of(output))
         for key, value in output.items():
-            merged[key] = _copy_rows(merged.get(key), value, rows, (len(wordpieces), full_width), key)
+            merged[key] = _copy_rows(merged.get(key), value, index, (len(wordpieces), full_width), key)
         del output
     if isinstance(model.ops, NumpyOps) and len(wordpieces) > model.attrs["max_spans_per_pass"]:
         release_freed_memory()
@@ -253,10 +255,11 @@ def _train_in_passes(model: Model, wordpieces: WordpieceBatch, widths: numpy.nda
         width = int(widths[rows].max())
         output, backprop = pytorch_forward(model, _take_spans(wordpieces, rows, width), True)
         output_type = type(output)
+        index = to_device(rows, _device_of(output))
         with torch.no_grad():
             for key, value in output.items():
-                merged[key] = _copy_rows(merged.get(key), value, rows, shape, key)
-        backprops.append((torch.as_tensor(rows), width, backprop))
+                merged[key] = _copy_rows(merged.get(key), value, index, shape, key)
+        backprops.append((index, width, backprop))
 
     def backprop_passes(d_output):
         device = next(iter(d_output.values())).device
@@ -289,10 +292,11 @@ def _train_recomputing(model: Model, wordpieces: WordpieceBatch, widths: numpy.n
         with torch.no_grad():
             output = pytorch_forward(model, spans, True)[0]
             output_type = type(output)
+            index = to_device(rows, _device_of(output))
             for key, value in output.items():
-                merged[key] = _copy_rows(merged.get(key), value, rows, shape, key)
+                merged[key] = _copy_rows(merged.get(key), value, index, shape, key)
         del output
-        passes.append((torch.as_tensor(rows), width, spans, state))
+        passes.append((index, width, spans, state))
 
     def backprop_recomputing(d_output):
         device = next(iter(d_output.values())).device
@@ -343,15 +347,21 @@ def _take_spans(wordpieces: WordpieceBatch, rows: numpy.ndarray, width: int) -> 
     )
 
 
-def _ask_for_hidden_states(convert_inputs: Callable, model: Model, wordpieces, is_train: bool):
-    """spacy-transformers' input converter, asking for every layer's output when they are
-    averaged, and giving packed spans their positions (``packing.py``)."""
-    inputs, get_d_inputs = convert_inputs(model, wordpieces, is_train)
+def _convert_inputs(model: Model, wordpieces, is_train: bool):
+    """The encoder's inputs as spacy-transformers' converter makes them (word pieces, attention
+    mask and token types on the transformer's device), copied there without waiting for the
+    device (``nn.transfers``: its blocking copies made the host wait for every pass queued
+    before); every layer's output asked for when they are averaged, and packed spans given
+    their positions (``packing.py``)."""
+    device = model.shims[0]._hfmodel.transformer.device
+    kwargs = {"input_ids": to_device(wordpieces.input_ids, device), "attention_mask": to_device(wordpieces.attention_mask, device)}
+    if wordpieces.token_type_ids is not None:
+        kwargs["token_type_ids"] = to_device(wordpieces.token_type_ids, device)
     if model.attrs["last_layers"] > 1:
-        inputs.kwargs["output_hidden_states"] = True
+        kwargs["output_hidden_states"] = True
     if isinstance(wordpieces, PackedWordpieces):
-        inputs.kwargs["position_ids"] = torch.as_tensor(wordpieces.position_ids, device=inputs.kwargs["input_ids"].device)
-    return inputs, get_d_inputs
+        kwargs["position_ids"] = to_device(wordpieces.position_ids, device)
+    return ArgsKwargs(args=(), kwargs=kwargs), lambda d_inputs: []
 
 
 def _mean_of_top_layers(convert_outputs: Callable, model: Model, inputs_outputs, is_train: bool):
@@ -380,18 +390,23 @@ def _pooler(model: Model):
     return getattr(model.shims[0]._model, "pooler", None)
 
 
-def _copy_rows(merged, value, rows: numpy.ndarray, shape: tuple, key: str):
-    """Copy a pass's output (a tensor, or a tuple of them) into rows ``rows`` of arrays with one
-    row per span of the batch (``shape``: spans, wordpieces), made on the first pass."""
+def _device_of(output) -> torch.device:
+    """The device of a model output's tensors."""
+    return next(value for value in output.values() if isinstance(value, torch.Tensor)).device
+
+
+def _copy_rows(merged, value, index: torch.Tensor, shape: tuple, key: str):
+    """Copy a pass's output (a tensor, or a tuple of them) into rows ``index`` (on the output's
+    device) of arrays with one row per span of the batch (``shape``: spans, wordpieces), made on
+    the first pass."""
     if isinstance(value, tuple):
         merged = merged or (None,) * len(value)
-        return tuple(_copy_rows(m, v, rows, shape, key) for m, v in zip(merged, value))
+        return tuple(_copy_rows(m, v, index, shape, key) for m, v in zip(merged, value))
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"cannot concatenate the encoder output {key!r} of type {type(value).__name__}")
     sequence = key in SEQUENCE_OUTPUTS  # zero-filled past each pass's width to the batch's
     if merged is None:
         merged = value.new_zeros((*shape, *value.shape[2:]) if sequence else (shape[0], *value.shape[1:]))
-    index = torch.as_tensor(rows, device=value.device)
     if sequence:
         merged[index, : value.shape[1]] = value
     else:

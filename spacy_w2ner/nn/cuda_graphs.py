@@ -32,6 +32,8 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
 
+from .transfers import to_device
+
 WIDTH_STEP = 32  # wordpieces: a pass's width is padded up to a multiple of this
 GRID_WORDS_STEP = 8  # words: a grid batch's side (a GPU's grid batches already come so: ``model.padding``)
 MAX_GRAPHS = 48
@@ -337,11 +339,11 @@ class _Graph:
 
     def replay(self, tensors: Mapping[str, torch.Tensor]):
         """The output buffers after a replay on ``tensors``, padded into the input buffers (a copy
-        from the host does not wait for the device)."""
+        from the host does not wait for the device: ``nn.transfers``)."""
         for name, (buffer, fill) in self.inputs.items():
-            value = tensors[name]
+            value = tensors[name] if tensors[name].device == buffer.device else to_device(tensors[name], buffer.device)
             buffer.fill_(fill)
-            buffer[tuple(slice(0, size) for size in value.shape)].copy_(value, non_blocking=True)
+            buffer[tuple(slice(0, size) for size in value.shape)].copy_(value)
         self._replay()
         return self.output
 

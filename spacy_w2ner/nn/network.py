@@ -18,6 +18,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .transfers import to_device
+
 N_DISTANCE_BUCKETS = 20
 REGION_PAD, REGION_UPPER, REGION_LOWER = 0, 1, 2
 
@@ -252,7 +254,7 @@ class GridNetwork(nn.Module):
     def forward(self, vectors: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         batch, length, _ = vectors.shape
         positions = torch.arange(length, device=vectors.device)
-        word_mask = positions[None, :] < lengths.to(vectors.device)[:, None]
+        word_mask = positions[None, :] < to_device(lengths, vectors.device)[:, None]
         grid_mask = word_mask[:, :, None] & word_mask[:, None, :]
         words = self.encode_words(self.input_dropout(vectors), lengths, length)
         grid = self.grid_builder(words, grid_mask)
