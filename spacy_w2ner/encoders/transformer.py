@@ -220,9 +220,9 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
 
 
 def _attach_cuda_graphs(model: Model) -> None:
-    """Give the encoder's shims a ``GraphedEncoder`` while the ``cuda_graphs`` attr is on (its
-    prediction passes on a GPU replayed from CUDA graphs), none while it is off. The graphs keep
-    only the top layers the encoder averages."""
+    """Give the encoder's shims a ``GraphedEncoder`` once the ``cuda_graphs`` attr is on (its
+    prediction passes on a GPU replayed from CUDA graphs), disabled while it is off
+    (``attach_graphs``). The graphs keep only the top layers the encoder averages."""
     def make() -> GraphedEncoder:
         return GraphedEncoder(top_layers=None if model.attrs["keep_hidden_states"] else model.attrs["last_layers"])
 

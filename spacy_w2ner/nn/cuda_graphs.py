@@ -316,11 +316,12 @@ def attach_graphs(shims: Sequence, on: bool, make: Callable[[], GraphedPasses]) 
     """Give each of ``shims`` (``nn.fused_adam.FusedUpdate``'s) replayed passes (``make()``) the
     first time ``on`` is true, and enable or disable the ones they have with ``on``: turned off
     and on again, the graphs recorded before are replayed, not recorded anew (their memory stays
-    held meanwhile; ``shim.cuda_graphs = None`` lets it go)."""
+    held meanwhile; ``shim.cuda_graphs = None`` lets it go). A shim of Thinc's own class, which
+    has none, gets none while off."""
     for shim in shims:
-        if on and shim.cuda_graphs is None:
+        if on and getattr(shim, "cuda_graphs", None) is None:
             shim.cuda_graphs = make()
-        if shim.cuda_graphs is not None:
+        if getattr(shim, "cuda_graphs", None) is not None:
             shim.cuda_graphs.enabled = on
 
 

@@ -212,6 +212,21 @@ def test_the_encoder_attr_gives_its_shims_graphs_that_replay_only_while_on():
     assert node.shims[0].cuda_graphs is graphs and graphs.enabled
 
 
+def test_a_shim_of_thincs_own_class_gets_graphs_only_when_on():
+    # Thinc's PyTorchShim has no cuda_graphs (the fused shims' class attribute): off, it is left
+    # as it is (the tests that train with Thinc's per-tensor steps swap the shims' class).
+    from spacy_w2ner.nn.cuda_graphs import attach_graphs
+
+    class ThincShim:
+        pass
+
+    shim = ThincShim()
+    attach_graphs([shim], False, GraphedGridNetwork)
+    assert not hasattr(shim, "cuda_graphs")
+    attach_graphs([shim], True, GraphedGridNetwork)
+    assert isinstance(shim.cuda_graphs, GraphedGridNetwork) and shim.cuda_graphs.enabled
+
+
 def test_turned_off_passes_run_eagerly_and_on_again_replay_the_graphs_recorded_before():
     encoder, recorder, graphs, inputs = _recorded_once()
     graphs.enabled = False
