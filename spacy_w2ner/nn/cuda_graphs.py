@@ -262,7 +262,7 @@ class GraphedEncoder(GraphedPasses):
         return {name: shape for name in tensors}
 
     def _signature(self, args, kwargs):
-        return tuple(sorted((name, _signature(value)) for name, value in kwargs.items()))
+        return tuple(sorted((name, _argument_signature(value)) for name, value in kwargs.items()))
 
     def _fills(self, module):
         return padding_values(_pad_token_id(module))
@@ -342,7 +342,7 @@ class _Graph:
         """The output buffers after a replay on ``tensors``, padded into the input buffers (a copy
         from the host does not wait for the device: ``nn.transfers``)."""
         for name, (buffer, fill) in self.inputs.items():
-            value = tensors[name] if tensors[name].device == buffer.device else to_device(tensors[name], buffer.device)
+            value = to_device(tensors[name], buffer.device)
             buffer.fill_(fill)
             buffer[tuple(slice(0, size) for size in value.shape)].copy_(value)
         self._replay()
@@ -366,7 +366,7 @@ def _keep_top_layers(output, top_layers: Optional[int]):
     return output
 
 
-def _signature(value):
+def _argument_signature(value):
     """What of a keyword argument a graph is specific to: a tensor's dtype and rank, or the value."""
     if isinstance(value, torch.Tensor):
         return ("tensor", str(value.dtype), value.dim())
