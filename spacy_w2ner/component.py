@@ -5,7 +5,7 @@ segments' grids are decoded and merged per doc (``grid.segments.decode_segments`
 entities are written with the ``doc.spans`` contract (``entities.py``); in
 training, gold entities become grid targets (``grid.targets``).
 """
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import srsly
 from spacy import util
@@ -140,7 +140,12 @@ class W2NER(ReleasingPipe, TrainablePipe):
     """Unified NER: every word pair of a sentence gets a relation (NONE, NNW, THW-label).
 
     Its ``pipe`` gives the memory its batches freed back to the system (``memory.ReleasingPipe``).
+    With ``overlap_batches`` on, it queues each batch's scoring before it decodes the batch
+    before it (``_predictions``): on a GPU the device scores a batch while the host decodes the
+    one before and the components upstream prepare the next. Off by default.
     """
+
+    overlap_batches: bool = False
 
     def __init__(
         self,
@@ -282,13 +287,37 @@ class W2NER(ReleasingPipe, TrainablePipe):
 
     def predict(self, docs: Iterable[Doc]) -> List[List[Entity]]:
         """The entities of each doc (labels by name, with scores), none starting or ending on whitespace."""
+        return self._start_predict(docs)()
+
+    def _start_predict(self, docs: Iterable[Doc]) -> Callable[[], List[List[Entity]]]:
+        """Queue the docs' scoring on the model's device (a GPU runs it behind the host), and
+        return the call that waits for it and decodes ``predict``'s entities."""
         docs = list(docs)
         if not any(len(doc) for doc in docs):
-            return [[] for _ in docs]
+            return lambda: [[] for _ in docs]
         max_window = self.model.attrs["max_window"]
         unsegmented = sum(len(doc) > max_window and not doc.has_annotation("SENT_START") for doc in docs)
         self._warnings.count(self.name, "no_sentences", unsegmented, max_window=max_window)
-        return self.entities_from_grids(docs, segment_grids(self.model.predict(docs)))
+        batches = self.model.predict(docs)
+        return lambda: self.entities_from_grids(docs, segment_grids(batches))
+
+    def _predictions(self, batches: Iterable[List[Doc]]) -> Iterator[Tuple[List[Doc], Callable[[], List[List[Entity]]]]]:
+        """``pipe``'s (docs, a call that returns their entities) per batch, in order. With
+        ``overlap_batches``, a batch's scoring is queued before the batch before it is given out
+        (so before the host waits for that batch and decodes it, and before the components
+        upstream prepare the batch after); an error in queuing is raised when the batch's
+        entities are asked for, so that the error handler gets that batch's docs."""
+        if not self.overlap_batches:
+            yield from super()._predictions(batches)
+            return
+        waiting = None
+        for docs in batches:
+            started = (docs, _started_or_raising(self._start_predict, docs))
+            if waiting is not None:
+                yield waiting
+            waiting = started
+        if waiting is not None:
+            yield waiting
 
     def entities_from_grids(self, docs: Sequence[Doc], grids: Iterable[SegmentGrid]) -> List[List[Entity]]:
         """``predict``'s entities from the docs' segment grids (relation ids and confidences per
@@ -451,6 +480,19 @@ class W2NER(ReleasingPipe, TrainablePipe):
             dims = legacy_grid_scorer_dims(self.model, model_bytes())
         build_for_loading(self.model, dims)
         self.cfg.update(dims)
+
+
+def _started_or_raising(start: Callable[[List[Doc]], Callable], docs: List[Doc]) -> Callable:
+    """``start(docs)``, or where it raised, a call that raises the same error."""
+    try:
+        return start(docs)
+    except Exception as error:
+        failure = error  # the except clause unbinds ``error`` when it ends
+
+        def raising():
+            raise failure
+
+        return raising
 
 
 def _cells(segments) -> int:

@@ -24,8 +24,8 @@ on CADEC's sentences (1 MB: 1.1-1.55 GB for 10%).
 import ctypes
 import ctypes.util
 import os
-from functools import lru_cache
-from typing import Callable, Iterable, Iterator, List, Optional
+from functools import lru_cache, partial
+from typing import Callable, Iterable, Iterator, List, Optional, Tuple
 
 from spacy.tokens import Doc
 from thinc.api import NumpyOps
@@ -118,9 +118,9 @@ class ReleasingPipe:
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
         error_handler = self.get_error_handler()
-        for docs in batches_within_words(stream, batch_size, MAX_BATCH_WORDS):
+        for docs, predictions in self._predictions(batches_within_words(stream, batch_size, MAX_BATCH_WORDS)):
             try:
-                self.set_annotations(docs, self.predict(docs))
+                self.set_annotations(docs, predictions())
                 yield from docs
             except Exception as error:
                 error_handler(self.name, self, docs, error)
@@ -128,6 +128,12 @@ class ReleasingPipe:
             if self._docs_since_trim >= TRIM_EVERY_DOCS:
                 release_freed_memory()
                 self._docs_since_trim = 0
+
+    def _predictions(self, batches: Iterable[List[Doc]]) -> Iterator[Tuple[List[Doc], Callable[[], object]]]:
+        """(docs, a call that returns their predictions) for each batch, in order: here each
+        batch's ``predict``, made when its predictions are asked for."""
+        for docs in batches:
+            yield docs, partial(self.predict, docs)
 
 
 def available_memory_bytes(device=None) -> Optional[float]:

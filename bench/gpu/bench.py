@@ -336,7 +336,9 @@ def infer(args) -> None:
     process does not pass for a setting's cost); the best round of each. A setting ``cgN`` is
     pass padding N with the encoder's prediction passes replayed from CUDA graphs
     (``nn/cuda_graphs.py``), ``agN`` the same with the grid network's passes replayed too (all
-    graphs); a ``t`` before a setting (``tcginf``) lets float32 matrix products use TF32
+    graphs); an ``o`` before a setting (``oag1.25``) overlaps w2ner's batches
+    (``W2NER.overlap_batches``: a batch's scoring queued before the batch before it is decoded);
+    a ``t`` before that (``tcginf``, ``toag1.25``) lets float32 matrix products use TF32
     (``torch.backends.cuda.matmul.allow_tf32``, for the whole process while that setting runs;
     the PyTorch of the paper's code did so by default on an RTX 3090). Each setting's entities
     are compared with the first setting's, its encoder vectors (the real word pieces of the first
@@ -372,18 +374,22 @@ def infer(args) -> None:
     docs = [blank_copy(doc, nlp.vocab) for doc in read_docs(args.data, nlp.vocab)]
     words = sum(len(doc) for doc in docs)
 
-    def parse(setting: str) -> Tuple[bool, bool, bool, str]:
-        """(TF32, the encoder's CUDA graphs, the grid network's, pass padding) of a setting: [t][cg|ag]N."""
+    def parse(setting: str) -> Tuple[bool, bool, bool, bool, str]:
+        """(TF32, overlapped batches, the encoder's CUDA graphs, the grid network's, pass padding)
+        of a setting: [t][o][cg|ag]N."""
         tf32 = setting.startswith("t")
         setting = setting[1:] if tf32 else setting
+        overlap = setting.startswith("o")
+        setting = setting[1:] if overlap else setting
         graphs = setting[:2] in ("cg", "ag")
-        return tf32, graphs, setting.startswith("ag"), setting[2:] if graphs else setting
+        return tf32, overlap, graphs, setting.startswith("ag"), setting[2:] if graphs else setting
 
     def use(setting: str) -> None:
-        tf32, graphs, grid_graphs, padding = parse(setting)
+        tf32, overlap, graphs, grid_graphs, padding = parse(setting)
         encoder.attrs["max_pass_padding"] = MAX_PADDING if padding == "default" else float(padding)
         encoder.attrs["cuda_graphs"] = graphs
         grid_scorer.attrs["cuda_graphs"] = grid_graphs
+        nlp.get_pipe("w2ner").overlap_batches = overlap
         torch.backends.cuda.matmul.allow_tf32 = tf32
         for shim in (*encoder.shims, *grid_scorer.layers[0].shims):  # made in a setting's first run
             if getattr(shim, "cuda_graphs", None) is not None:  # every setting's graphs side by side
@@ -445,7 +451,7 @@ def infer(args) -> None:
     for setting, times in measured.items():
         full, encoder_only = times["full"], times["encoder_only"]
         best = min(range(args.rounds), key=lambda i: full[i])
-        _, graphs_on, grid_graphs_on, _ = parse(setting)
+        _, _, graphs_on, grid_graphs_on, _ = parse(setting)
         graphs = getattr(encoder.shims[0], "cuda_graphs", None) if graphs_on else None
         grid_graphs = getattr(grid_scorer.layers[0].shims[0], "cuda_graphs", None) if grid_graphs_on else None
         result = {
@@ -661,7 +667,7 @@ def main() -> None:
         p.add_argument("--output", default="")
         p.add_argument("--max-grid-padding", default="config", help="infer: w2ner's max_grid_padding (a number, inf; config: the model's)")
         p.add_argument("--profile", default="", help="infer: PREFIX; the first setting and the fastest run once more each under torch's profiler, into PREFIX-SETTING.txt")
-        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25; cgN: N with the encoder's CUDA graphs; agN: with the grid network's too; tX: X with TF32 matrix products), timed in turn")
+        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25; cgN: N with the encoder's CUDA graphs; agN: with the grid network's too; oX: X with w2ner's batches overlapped; tX: X with TF32 matrix products), timed in turn")
         p.set_defaults(run=function)
 
     args = parser.parse_args()

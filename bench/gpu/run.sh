@@ -15,7 +15,8 @@
 #   infer-speed       ours: inference, $INFER_SETTINGS, each PRECISION:BATCH[:gN][:pN] (gN: w2ner's
 #                     max_grid_padding, pN: the encoder's max_pass_padding, pA/B/C: each in turn
 #                     in one process, cgN: N with the encoder's CUDA graphs, agN: the grid
-#                     network's too, a t before one: TF32 matrix products; whole pipeline,
+#                     network's too, an o before one: w2ner's batches overlapped, a t before
+#                     that: TF32 matrix products; whole pipeline,
 #                     encoder alone, each setting's entities, encoder vectors and grids
 #                     against the first's; the model of train-speed's b12 run in PRECISION),
 #                     the $TOKENS-token document (first, again, without sentences)

@@ -99,10 +99,10 @@ def test_lstm_weights_stay_in_one_block_after_an_optimizer_step():
     assert calls == [1]
 
 
-def _predictions(nlp, texts):
+def _predictions(nlp, texts, batch_size=128):
     from spacy_w2ner import get_entities
 
-    return [[(e.label, e.tokens, round(e.score, 5)) for e in get_entities(doc)] for doc in nlp.pipe(texts)]
+    return [[(e.label, e.tokens, round(e.score, 5)) for e in get_entities(doc)] for doc in nlp.pipe(texts, batch_size=batch_size)]
 
 
 def test_grids_padded_to_a_multiple_of_8_predict_and_train_the_same(trained_nlp, monkeypatch):
@@ -133,10 +133,11 @@ def test_grids_padded_to_a_multiple_of_8_predict_and_train_the_same(trained_nlp,
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("grid_graphs", [False, True])
-def test_predictions_on_the_gpu_equal_the_cpus(trained_nlp, tmp_path, grid_graphs):
+@pytest.mark.parametrize("grid_graphs,overlap", [(False, False), (True, False), (True, True)])
+def test_predictions_on_the_gpu_equal_the_cpus(trained_nlp, tmp_path, grid_graphs, overlap):
     """The same saved pipeline finds the same entities on a CUDA GPU as on the CPU (scores within
-    float rounding), with the grid network's passes eager or replayed from CUDA graphs."""
+    float rounding), with the grid network's passes eager or replayed from CUDA graphs, and
+    with batches of 2 overlapped (``W2NER.overlap_batches``)."""
     import spacy
 
     from ..conftest import TRAIN_DATA
@@ -149,7 +150,8 @@ def test_predictions_on_the_gpu_equal_the_cpus(trained_nlp, tmp_path, grid_graph
         nlp = spacy.load(tmp_path / "nlp")
         grid_scorer = nlp.get_pipe("w2ner").model.get_ref("grid_scorer")
         grid_scorer.attrs["cuda_graphs"] = grid_graphs
-        on_gpu = _predictions(nlp, texts)
+        nlp.get_pipe("w2ner").overlap_batches = overlap
+        on_gpu = _predictions(nlp, texts, batch_size=2 if overlap else 128)
         graphs = grid_scorer.layers[0].shims[0].cuda_graphs
         assert graphs is None if not grid_graphs else (len(graphs.graphs) > 0 and graphs.failed is None)
     finally:
