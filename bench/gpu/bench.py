@@ -345,6 +345,9 @@ def infer(args) -> None:
     64 sentences) and its grids (every relation's probability on each cell of those sentences):
     the speed bench's model predicts no entity.
 
+    After each round an ``infer-interim`` record gives every setting's whole-pipeline seconds so
+    far: what is left should the step be cut off by its time limit.
+
     The timed runs carry no hooks: the grid network's share comes from one more run of each
     setting afterwards, with the grid timers (a synchronisation at each end of the grid network,
     and a hook on every module call: 6% of the encoder's host time, on a CPU), its passes
@@ -425,7 +428,7 @@ def infer(args) -> None:
         vectors[setting] = encoder_vectors()
         grid_probs[setting] = grids()
     measured = {setting: {"full": [], "encoder_only": [], "peak": 0.0} for setting in settings}
-    for _ in range(args.rounds):
+    for round_number in range(1, args.rounds + 1):
         for setting in settings:
             use(setting)
             times = measured[setting]
@@ -434,6 +437,9 @@ def infer(args) -> None:
             times["full"].append(run([]))
             times["encoder_only"].append(run(["w2ner"]))
             times["peak"] = max(times["peak"], peak_gpu_mb())
+        interim = {"bench": "infer-interim", "batch_size": args.batch_size, "rounds_done": round_number, "sentences": len(docs)}
+        interim["seconds"] = {setting: [round(seconds, 3) for seconds in times["full"]] for setting, times in measured.items()}
+        emit(interim, args.results)  # what a step cut off by its time limit leaves
     if args.profile:  # the first setting and the fastest, one more run each, before any timer hook
         fastest = min(settings, key=lambda setting: min(measured[setting]["full"]))
         for setting in dict.fromkeys([settings[0], fastest]):
