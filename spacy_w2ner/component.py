@@ -142,7 +142,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
     Its ``pipe`` gives the memory its batches freed back to the system (``memory.ReleasingPipe``).
     With ``overlap_batches`` on, it queues each batch's scoring before it decodes the batch
     before it (``_predictions``): on a GPU the device scores a batch while the host decodes the
-    one before and the components upstream prepare the next. Off by default.
+    one before and the components upstream prepare the next (two batches' grids in memory at
+    once, where one without). Off by default.
     """
 
     overlap_batches: bool = False
