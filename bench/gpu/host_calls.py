@@ -24,15 +24,20 @@ the grid network's passes so too: what the host does for a batch with no pass of
 run eagerly (the grid network's eager arithmetic is not small on a CPU, even this narrow, so
 the difference from ``graphs_pipeline`` is that arithmetic and its host work together).
 
+``--stages`` (with ``--graphs``) times ``all_graphs_pipeline`` by stage (``stage_seconds``):
+where the host's time goes once neither network runs a pass eagerly.
+
 Before the 28th, this script timed the MiniLM CPU recipe's encoder alone (its version at
 commit dd8331d).
 """
 import argparse
 import cProfile
+import functools
 import json
 import pstats
 import statistics
 import time
+from typing import Dict
 
 import spacy
 import torch
@@ -87,6 +92,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pass-padding", type=float, default=1.25, help="the encoder's max_pass_padding")
     parser.add_argument("--graphs", action="store_true", help="also with CUDA graphs, whose replay here does nothing: the host's part of a pass with graphs")
+    parser.add_argument("--stages", action="store_true", help="with --graphs: all_graphs_pipeline's time by stage (stage_seconds), timed by wrappers, the best of --repeats")
     args = parser.parse_args()
     import spacy_w2ner
 
@@ -125,7 +131,72 @@ def main() -> None:
         result[f"{name}_python_calls"] = pstats.Stats(profile).total_calls
         if name == "pipeline":
             result["entities"] = entities
+    if args.graphs and args.stages:  # the graphs of the last run are on
+        result["stage_seconds"] = stage_seconds(nlp, lambda: run([]), args.repeats)
     print(json.dumps(result))
+
+
+def stage_seconds(nlp, run, repeats: int) -> dict:
+    """Seconds of each stage of ``run`` (the best of ``repeats`` runs, by total), timed by
+    wrappers around each stage's function (a timer call each, not a profiler's on every call);
+    ``rest``: the total less the stages (the sentencizer, the doc cleaner, spaCy's pipe). On a
+    GPU the device does ``host_grids``' softmax and reduction (on a CPU, here, the host)."""
+    import spacy_transformers.layers.transformer_model as transformer_model
+    import spacy_transformers.pipeline_component as pipeline_component
+
+    from spacy_w2ner.model import predictions
+
+    seconds: Dict[str, float] = {}
+
+    def timed(name, function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+
+        return wrapper
+
+    w2ner = nlp.get_pipe("w2ner")
+    encoder = node_named(nlp.get_pipe("transformer").model, "hf-pytorch")
+    patches = [
+        (nlp, "tokenizer", "spacy_tokenizer"),
+        (transformer_model, "huggingface_tokenize", "wordpiece_tokenization"),
+        (transformer_model, "get_alignment_via_offset_mapping", "alignment"),
+        (encoder, "_func", "encoder_passes"),
+        (pipeline_component.Transformer, "set_annotations", "transformer_split_by_doc"),
+        (w2ner.model.get_ref("tok2vec"), "_func", "listener_pooling"),
+        (w2ner.model.get_ref("grid_scorer"), "_func", "grid_passes"),
+        (predictions.HostGrids, "__init__", "host_grids"),
+        (w2ner, "_start_predict", "w2ner_start"),
+        (w2ner, "entities_from_grids", "w2ner_decoding"),
+        (w2ner, "set_annotations", "w2ner_set_annotations"),
+    ]
+    # (owner, attr, its value, whether it is the class's method bound to the instance)
+    originals = [(owner, attr, getattr(owner, attr), getattr(getattr(owner, attr), "__self__", None) is owner) for owner, attr, _ in patches]
+    for owner, attr, name in patches:
+        setattr(owner, attr, timed(name, getattr(owner, attr)))
+    best: Dict[str, float] = {}
+    try:
+        for _ in range(repeats):
+            seconds.clear()
+            start = time.perf_counter()
+            run()
+            total = time.perf_counter() - start
+            if not best or total < best["total"]:
+                best = {"total": total, **seconds}
+    finally:
+        for owner, attr, original, bound in originals:
+            if bound:
+                delattr(owner, attr)  # the class's method again
+            else:
+                setattr(owner, attr, original)
+    inner = ("listener_pooling", "grid_passes", "host_grids")  # within w2ner_start
+    best["w2ner_start"] -= sum(best.get(name, 0.0) for name in inner)
+    best["rest"] = best["total"] - sum(value for name, value in best.items() if name != "total")
+    return {name: round(value, 3) for name, value in best.items()}
 
 
 if __name__ == "__main__":
