@@ -360,9 +360,9 @@ def infer(args) -> None:
     import torch
 
     from hooks import STATS, install_grid_timers, peak_gpu_mb, profile_run, timed_replays
+    from rules import parse_setting
     from spacy_w2ner import get_entities
     from spacy_w2ner.encoders.transformer import node_named
-    from spacy_w2ner.grid.segments import MAX_PADDING
     from spacy_w2ner.model.predictions import grid_probabilities
     from spacy_w2ner.nn.cuda_graphs import GraphedGridNetwork
 
@@ -377,23 +377,13 @@ def infer(args) -> None:
     docs = [blank_copy(doc, nlp.vocab) for doc in read_docs(args.data, nlp.vocab)]
     words = sum(len(doc) for doc in docs)
 
-    def parse(setting: str) -> Tuple[bool, bool, bool, bool, str]:
-        """(TF32, overlapped batches, the encoder's CUDA graphs, the grid network's, pass padding)
-        of a setting: [t][o][cg|ag]N."""
-        tf32 = setting.startswith("t")
-        setting = setting[1:] if tf32 else setting
-        overlap = setting.startswith("o")
-        setting = setting[1:] if overlap else setting
-        graphs = setting[:2] in ("cg", "ag")
-        return tf32, overlap, graphs, setting.startswith("ag"), setting[2:] if graphs else setting
-
     def use(setting: str) -> None:
-        tf32, overlap, graphs, grid_graphs, padding = parse(setting)
-        encoder.attrs["max_pass_padding"] = MAX_PADDING if padding == "default" else float(padding)
-        encoder.attrs["cuda_graphs"] = graphs
-        grid_scorer.attrs["cuda_graphs"] = grid_graphs
-        nlp.get_pipe("w2ner").overlap_batches = overlap
-        torch.backends.cuda.matmul.allow_tf32 = tf32
+        parts = parse_setting(setting)  # [t][o][cg|ag]N: rules.py owns the grammar
+        encoder.attrs["max_pass_padding"] = float(parts["padding"])
+        encoder.attrs["cuda_graphs"] = parts["kind"] in ("cg", "ag")
+        grid_scorer.attrs["cuda_graphs"] = parts["kind"] == "ag"
+        nlp.get_pipe("w2ner").overlap_batches = parts["overlap"]
+        torch.backends.cuda.matmul.allow_tf32 = parts["tf32"]
         for shim in (*encoder.shims, *grid_scorer.layers[0].shims):  # made in a setting's first run
             if getattr(shim, "cuda_graphs", None) is not None:  # every setting's graphs side by side
                 shim.cuda_graphs.max_graphs = BENCH_MAX_GRAPHS
@@ -457,9 +447,9 @@ def infer(args) -> None:
     for setting, times in measured.items():
         full, encoder_only = times["full"], times["encoder_only"]
         best = min(range(args.rounds), key=lambda i: full[i])
-        _, _, graphs_on, grid_graphs_on, _ = parse(setting)
-        graphs = getattr(encoder.shims[0], "cuda_graphs", None) if graphs_on else None
-        grid_graphs = getattr(grid_scorer.layers[0].shims[0], "cuda_graphs", None) if grid_graphs_on else None
+        kind = parse_setting(setting)["kind"]
+        graphs = getattr(encoder.shims[0], "cuda_graphs", None) if kind else None
+        grid_graphs = getattr(grid_scorer.layers[0].shims[0], "cuda_graphs", None) if kind == "ag" else None
         result = {
             "bench": "infer",
             "model": args.model,

@@ -31,11 +31,13 @@ from typing import Dict, List, Optional
 
 ENCODER_TOLERANCE = 1e-3
 GRID_TOLERANCE = 1e-4
-DEFAULT_PADDING = "1.25"
+DEFAULT_PADDING = "1.25"  # the encoder's max_pass_padding by default (grid.segments.MAX_PADDING)
 
 
 def parse_setting(setting: str) -> Dict:
-    """``bench.py infer``'s setting ``[t][o][cg|ag]N`` as its parts (``N`` "default" is 1.25)."""
+    """``bench.py infer``'s setting ``[t][o][cg|ag]N`` as its parts: TF32, overlapped batches,
+    the kind of CUDA graphs ("", "cg": the encoder's, "ag": both networks'), the pass padding
+    (a number or inf; ``default`` is 1.25). ``bench.py`` reads its settings with it too."""
     tf32 = setting.startswith("t")
     rest = setting[1:] if tf32 else setting
     overlap = rest.startswith("o")
@@ -67,7 +69,7 @@ def gpu_tests_passed(log: Optional[Path]) -> Optional[bool]:
 
 def _plain(settings: Dict[str, Dict]) -> Dict[str, Dict]:
     """The settings without an overlap or TF32 prefix."""
-    return {name: record for name, record in settings.items() if not parse_setting(name)["overlap"] and not parse_setting(name)["tf32"]}
+    return {name: record for name, record in settings.items() if not any(parse_setting(name)[flag] for flag in ("overlap", "tf32"))}
 
 
 def _fastest(settings: Dict[str, Dict]) -> str:
@@ -87,9 +89,10 @@ def _speed(settings: Dict[str, Dict], setting: str) -> float:
 
 def _faster(settings: Dict[str, Dict], a: str, b: str) -> Optional[bool]:
     """Whether setting ``a`` is faster than ``b`` (None: one of them was not timed)."""
-    if _find(settings, a) is None or _find(settings, b) is None:
+    first, second = _find(settings, a), _find(settings, b)
+    if first is None or second is None:
         return None
-    return _speed(settings, a) > _speed(settings, b)
+    return first["sentences_per_s"] > second["sentences_per_s"]
 
 
 def _checks_hold(record: Dict) -> bool:

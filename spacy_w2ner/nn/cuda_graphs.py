@@ -48,7 +48,17 @@ SEQUENCE_OUTPUTS = ("last_hidden_state", "hidden_states")
 
 def bucket_shape(rows: int, width: int) -> Tuple[int, int]:
     """The padded shape a (rows, width) pass is replayed at."""
-    return 1 << max(rows - 1, 0).bit_length(), -(-width // WIDTH_STEP) * WIDTH_STEP
+    return _power_of_two(rows), _multiple_of(width, WIDTH_STEP)
+
+
+def _power_of_two(n: int) -> int:
+    """The least power of two that is at least ``n`` (1 for 0)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _multiple_of(n: int, step: int) -> int:
+    """``n`` rounded up to a multiple of ``step``."""
+    return -(-n // step) * step
 
 
 def padding_values(pad_token_id: int) -> Dict[str, int]:
@@ -291,8 +301,8 @@ class GraphedGridNetwork(GraphedPasses):
 
     def _bucket_shapes(self, tensors):
         segments, words, width = tensors["vectors"].shape
-        rows = 1 << max(segments - 1, 0).bit_length()
-        return {"vectors": (rows, -(-words // GRID_WORDS_STEP) * GRID_WORDS_STEP, width), "lengths": (rows,)}
+        rows = _power_of_two(segments)
+        return {"vectors": (rows, _multiple_of(words, GRID_WORDS_STEP), width), "lengths": (rows,)}
 
     def _signature(self, args, kwargs):
         return tuple(str(value.dtype) for value in args)
