@@ -141,9 +141,9 @@ def stage_seconds(nlp, run, repeats: int) -> dict:
     wrappers around each stage's function (a timer call each, not a profiler's on every call);
     ``rest``: the total less the stages (the sentencizer, the doc cleaner, spaCy's pipe). On a
     GPU the device does ``host_grids``' softmax and reduction (on a CPU, here, the host)."""
-    import spacy_transformers.layers.transformer_model as transformer_model
     import spacy_transformers.pipeline_component as pipeline_component
 
+    from spacy_w2ner.encoders import wordpieces
     from spacy_w2ner.model import predictions
 
     seconds: Dict[str, float] = {}
@@ -163,8 +163,8 @@ def stage_seconds(nlp, run, repeats: int) -> dict:
     encoder = node_named(nlp.get_pipe("transformer").model, "hf-pytorch")
     patches = [
         (nlp, "tokenizer", "spacy_tokenizer"),
-        (transformer_model, "huggingface_tokenize", "wordpiece_tokenization"),
-        (transformer_model, "get_alignment_via_offset_mapping", "alignment"),
+        (wordpieces, "wordpieces_and_alignment", "wordpiece_tokenization"),
+        (wordpieces, "align_by_offsets", "alignment"),
         (encoder, "_func", "encoder_passes"),
         (pipeline_component.Transformer, "set_annotations", "transformer_split_by_doc"),
         (w2ner.model.get_ref("tok2vec"), "_func", "listener_pooling"),
@@ -195,6 +195,7 @@ def stage_seconds(nlp, run, repeats: int) -> dict:
                 setattr(owner, attr, original)
     inner = ("listener_pooling", "grid_passes", "host_grids")  # within w2ner_start
     best["w2ner_start"] -= sum(best.get(name, 0.0) for name in inner)
+    best["wordpiece_tokenization"] -= best.get("alignment", 0.0)  # within it
     best["rest"] = best["total"] - sum(value for name, value in best.items() if name != "total")
     return {name: round(value, 3) for name, value in best.items()}
 

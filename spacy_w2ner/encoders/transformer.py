@@ -20,6 +20,7 @@ from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
 from ..nn.transfers import to_device
 from .packing import PackedWordpieces, pack, packing_offset, pooled_output, unpack_outputs
+from .wordpieces import transformer_forward
 
 
 @registry.architectures("spacy_w2ner.ChunkedTransformerModel.v1")
@@ -52,8 +53,10 @@ def chunked_transformer_model(
     hidden layers (the reference W2NER's ``use_bert_last_4_layers``), in the torch graph.
 
     Built from ``TransformerModel.v3`` with public APIs only: its encoder node (``hf-pytorch``)
-    is replaced (``Model.replace_node``) by one with the same name, shim and weights; the node
-    tree and the serialized weights are ``TransformerModel.v3``'s. Its shim updates the
+    is replaced (``Model.replace_node``) by one with the same name, shim and weights, and its
+    forward (``Model.replace_callbacks``) by one that tokenizes and aligns a batch with fewer
+    host calls and the same result (``wordpieces.py``); the node tree and the serialized
+    weights are ``TransformerModel.v3``'s. Its shim updates the
     encoder in one fused optimizer step, and ``mixed_precision`` autocasts to
     ``mixed_precision_dtype`` ("bfloat16": no loss scaling unless ``grad_scaler_config`` turns
     it on); see ``nn.fused_adam``.
@@ -76,6 +79,7 @@ def chunked_transformer_model(
     chunked.attrs["loss_scaling"] = bool(grad_scaler_config["enabled"])
     _set_training_passes(chunked, pack_spans, training_pass_wordpieces)
     model.replace_node(encoder, chunked)
+    model.replace_callbacks(transformer_forward, init=model.init)
     return model
 
 

@@ -13,6 +13,8 @@ from spacy.tokens import DocBin
 from thinc.api import Adam
 
 from spacy_w2ner import get_entities
+from spacy_w2ner.encoders import wordpieces
+from spacy_w2ner.encoders.wordpieces import align_by_offsets
 
 from ..conftest import HAS_MINILM, TRAIN_DATA, make_examples
 
@@ -158,6 +160,34 @@ def test_chunked_encoder_gives_the_same_vectors_and_entities():
     assert [(e.label, e.tokens) for e in get_entities(doc_one_pass)] == [
         (e.label, e.tokens) for e in get_entities(doc_chunked)
     ]
+
+
+def test_the_transformers_forward_gives_spacy_transformers_word_pieces_alignment_and_vectors(monkeypatch):
+    """The transformer's forward is ``wordpieces.transformer_forward``: a batch of docs (one long,
+    in overlapping strided spans) gets the word pieces, alignment and vectors that
+    spacy-transformers' own forward gives, and the same entities."""
+    from spacy_transformers.layers.transformer_model import forward as spacy_transformers_forward
+
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    texts = ["She had severe pain in her  knees after Lipitor .\n", "Cramps ,fatigue;服药 😀 naïve " * 40, "x"]
+    model = nlp.get_pipe("transformer").model
+    aligned = []
+    monkeypatch.setattr(wordpieces, "align_by_offsets", lambda *args: aligned.append(1) or align_by_offsets(*args))
+    ours = list(nlp.pipe(texts))
+    assert aligned  # the pipeline's forward is ours
+    model.replace_callbacks(spacy_transformers_forward, init=model.init)
+    theirs = list(nlp.pipe(texts))
+    assert len(ours[1]._.trf_data.wordpieces.strings) > 1  # the long doc is in several spans
+    for got, expected in zip(ours, theirs):
+        got_data, expected_data = got._.trf_data, expected._.trf_data
+        assert got_data.wordpieces.strings == expected_data.wordpieces.strings
+        assert (got_data.wordpieces.input_ids == expected_data.wordpieces.input_ids).all()
+        assert got_data.align.lengths.tolist() == expected_data.align.lengths.tolist()
+        assert got_data.align.data.tolist() == expected_data.align.data.tolist()
+        got_vectors = got_data.model_output.last_hidden_state
+        assert abs(got_vectors - expected_data.model_output.last_hidden_state).max() == 0
+        assert [(e.label, e.tokens) for e in get_entities(got)] == [(e.label, e.tokens) for e in get_entities(expected)]
 
 
 def test_encoder_passes_group_spans_by_length(monkeypatch):

@@ -1,0 +1,150 @@
+"""Spans to word pieces and their alignment to spaCy's tokens: spacy-transformers'
+``TransformerModel`` forward, with the host's work of a batch vectorized.
+
+spacy-transformers tokenizes a batch's spans with the Hugging Face tokenizer, then converts
+every row's ids back to strings one id at a time (``convert_ids_to_tokens``), and aligns word
+pieces to tokens span by span, token by token (``get_alignment_via_offset_mapping``). On a GPU
+whose passes are replayed from CUDA graphs those two steps were 44% of the host's work at
+prediction (bench/README.md, "Overlapped batches"). Here a fast tokenizer's strings are looked
+up in a table of its vocabulary (one numpy call a batch), and the alignment is a few numpy operations over the whole
+batch. Both give exactly what spacy-transformers gives (``tests/encoders/test_wordpieces.py``
+compares them); a tokenizer without offsets (a slow one) takes spacy-transformers' own path.
+"""
+import weakref
+from typing import Dict, List, Sequence, Tuple
+
+import numpy
+from spacy.attrs import IDX, LENGTH, SPACY
+from spacy.tokens import Doc, Span
+from spacy_transformers.align import get_alignment
+from spacy_transformers.data_classes import FullTransformerBatch, WordpieceBatch
+from spacy_transformers.layers.transformer_model import huggingface_tokenize
+from spacy_transformers.truncate import truncate_oversize_splits
+from spacy_transformers.util import log_batch_size, log_gpu_memory, maybe_flush_pytorch_cache
+from thinc.api import Model
+from thinc.types import Ragged
+from transformers import PreTrainedTokenizerFast
+
+
+def transformer_forward(model: Model, docs: List[Doc], is_train: bool):
+    """``TransformerModel``'s forward (spacy-transformers 1.4) with ``wordpieces_and_alignment``
+    in place of its tokenization and alignment; the rest (the cache flush, the logger's lines,
+    the truncation of over-long spans) as there."""
+    logger = model.attrs.get("logger")
+    nested_spans = model.attrs["get_spans"](docs)
+    flat_spans = [span for doc_spans in nested_spans for span in doc_spans]
+    maybe_flush_pytorch_cache(chance=model.attrs.get("flush_cache_chance", 0))
+    if logger:
+        log_gpu_memory(logger, "begin forward")
+    tokenizer = model.tokenizer
+    wordpieces, align = wordpieces_and_alignment(tokenizer, flat_spans)
+    if logger:
+        log_batch_size(logger, wordpieces, is_train)
+    wordpieces, align = truncate_oversize_splits(wordpieces, align, tokenizer.model_max_length)
+    model_output, bp_tensors = model.layers[0](wordpieces, is_train)
+    if logger:
+        log_gpu_memory(logger, "after forward")
+    output = FullTransformerBatch(spans=nested_spans, wordpieces=wordpieces, model_output=model_output, align=align)
+
+    def backprop_transformer(d_output: FullTransformerBatch) -> List[Doc]:
+        if logger:
+            log_gpu_memory(logger, "Begin backprop")
+        bp_tensors(d_output.model_output)
+        if logger:
+            log_gpu_memory(logger, "After backprop")
+        return docs
+
+    return output, backprop_transformer
+
+
+def wordpieces_and_alignment(tokenizer, spans: Sequence[Span]) -> Tuple[WordpieceBatch, Ragged]:
+    """The spans' word pieces (padded to the longest) and, for every token of their docs, the
+    indices of the word pieces it overlaps in the flattened batch: what spacy-transformers'
+    ``huggingface_tokenize`` and ``get_alignment_via_offset_mapping`` give (a slow tokenizer,
+    without offsets, takes their path: ``get_alignment`` by the strings)."""
+    texts = [span.text for span in spans]
+    if not isinstance(tokenizer, PreTrainedTokenizerFast):
+        wordpieces = WordpieceBatch.from_batch_encoding(huggingface_tokenize(tokenizer, texts))
+        return wordpieces, get_alignment(list(spans), wordpieces.strings, tokenizer.all_special_tokens)
+    encoding = tokenizer(
+        texts,
+        add_special_tokens=True,
+        return_attention_mask=True,
+        return_offsets_mapping=True,
+        return_tensors="np",
+        return_token_type_ids=None,
+        padding="longest",
+    )
+    encoding["input_texts"] = _strings(tokenizer, encoding["input_ids"])
+    encoding["pad_token"] = tokenizer.pad_token
+    return WordpieceBatch.from_batch_encoding(encoding), align_by_offsets(spans, encoding["offset_mapping"])
+
+
+def _strings(tokenizer: PreTrainedTokenizerFast, ids: numpy.ndarray) -> List[List[str]]:
+    """Each row's strings as ``convert_ids_to_tokens`` gives them (an encoding's own tokens can
+    differ: a Unigram model's unknown piece keeps its text), from a table of the vocabulary made
+    once for each tokenizer, again when an id is past it (tokens added since)."""
+    table = _STRINGS.get(tokenizer)
+    if table is None or (ids.size and int(ids.max()) >= len(table)):
+        size = max(len(tokenizer), int(ids.max()) + 1 if ids.size else 0)
+        table = numpy.empty(size, dtype=object)
+        table[:] = tokenizer.convert_ids_to_tokens(list(range(size)))
+        _STRINGS[tokenizer] = table
+    return table[ids].tolist()
+
+
+_STRINGS: "weakref.WeakKeyDictionary[PreTrainedTokenizerFast, numpy.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def align_by_offsets(spans: Sequence[Span], offset_mapping: numpy.ndarray) -> Ragged:
+    """For every token of the spans' docs (the docs in the order they first come, all their
+    tokens), the sorted indices of the word pieces whose characters it holds, in the batch's
+    rows laid end to end (``offset_mapping``: span x word piece x (start, end), the characters
+    relative to the span's text). A token holds its own characters and the one after it unless
+    that begins the next token (spacy-transformers' rule), so a word piece that starts on the
+    space after a token goes to that token."""
+    if len(spans) != len(offset_mapping):
+        raise ValueError(f"Cannot align {len(spans)} spans with {len(offset_mapping)} rows of word pieces")
+    char_tokens, char_starts, token_count = _characters_to_tokens(spans)
+    offsets = numpy.asarray(offset_mapping, dtype=numpy.int64).reshape(len(spans), -1, 2)
+    width = offsets.shape[1]
+    span_texts = numpy.array([span.end_char - span.start_char for span in spans], dtype=numpy.int64)
+    span_starts = numpy.array([char_starts[id(span.doc)] + span.start_char for span in spans], dtype=numpy.int64)
+    starts = offsets[:, :, 0].clip(0, span_texts[:, None])
+    ends = offsets[:, :, 1].clip(starts, span_texts[:, None])
+    counts = (ends - starts).ravel()
+    piece = numpy.repeat(numpy.arange(counts.size, dtype=numpy.int64), counts)
+    first = numpy.repeat((starts + span_starts[:, None]).ravel() - numpy.cumsum(counts) + counts, counts)
+    tokens = char_tokens[first + numpy.arange(piece.size, dtype=numpy.int64)]
+    held = tokens >= 0
+    pairs = numpy.unique(tokens[held] * max(len(spans) * width, 1) + piece[held])
+    lengths = numpy.bincount(pairs // max(len(spans) * width, 1), minlength=token_count)
+    return Ragged(
+        (pairs % max(len(spans) * width, 1)).astype("i"),
+        lengths.astype("i"),
+    )
+
+
+def _characters_to_tokens(spans: Sequence[Span]) -> Tuple[numpy.ndarray, Dict[int, int], int]:
+    """The spans' docs' characters laid end to end (each doc's text and one more character),
+    each mapped to the position of the token that holds it (-1 where none does: whitespace
+    after the first character), the tokens numbered across the docs in the order the docs
+    first come; with each doc's first character's place (by ``id(doc)``) and the token count."""
+    docs: Dict[int, Doc] = {}
+    for span in spans:
+        docs.setdefault(id(span.doc), span.doc)
+    tables = [doc.to_array([IDX, LENGTH, SPACY]).reshape(-1, 3) for doc in docs.values()]
+    token_counts = numpy.array([len(table) for table in tables], dtype=numpy.int64)
+    table = numpy.concatenate(tables).astype(numpy.int64) if tables else numpy.zeros((0, 3), numpy.int64)
+    text_ends = table[:, 0] + table[:, 1] + table[:, 2]
+    last_tokens = numpy.cumsum(token_counts) - 1
+    text_lengths = numpy.where(token_counts > 0, text_ends[last_tokens.clip(0)] if len(table) else 0, 0)
+    doc_starts = numpy.cumsum(text_lengths + 1) - (text_lengths + 1)
+    token_starts = table[:, 0] + numpy.repeat(doc_starts, token_counts)
+    lengths = table[:, 1]
+    positions = numpy.arange(len(table), dtype=numpy.int64)
+    chars = numpy.full(int((text_lengths + 1).sum()), -1, dtype=numpy.int64)
+    chars[token_starts + lengths] = positions
+    inside = numpy.arange(lengths.sum(), dtype=numpy.int64) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
+    chars[numpy.repeat(token_starts, lengths) + inside] = numpy.repeat(positions, lengths)
+    return chars, dict(zip(docs, doc_starts.tolist())), len(table)

