@@ -5,9 +5,9 @@ spacy-transformers tokenizes a batch's spans with the Hugging Face tokenizer, th
 every row's ids back to strings one id at a time (``convert_ids_to_tokens``), and aligns word
 pieces to tokens span by span, token by token (``get_alignment_via_offset_mapping``). On a GPU
 whose passes are replayed from CUDA graphs those two steps were 44% of the host's work at
-prediction (bench/README.md, "Overlapped batches"). Here a fast tokenizer's strings are looked
-up in a table of its vocabulary (one numpy call a batch), and the alignment is a few numpy operations over the whole
-batch. Both give exactly what spacy-transformers gives (``tests/encoders/test_wordpieces.py``
+prediction (bench/README.md, "Overlapped batches"). Here a fast tokenizer's strings are
+looked up in a table of its vocabulary (one numpy call a batch), and the alignment is a few
+numpy operations over the whole batch. Both give exactly what spacy-transformers gives (``tests/encoders/test_wordpieces.py``
 compares them); a tokenizer without offsets (a slow one) takes spacy-transformers' own path.
 """
 import weakref
@@ -105,46 +105,43 @@ def align_by_offsets(spans: Sequence[Span], offset_mapping: numpy.ndarray) -> Ra
     space after a token goes to that token."""
     if len(spans) != len(offset_mapping):
         raise ValueError(f"Cannot align {len(spans)} spans with {len(offset_mapping)} rows of word pieces")
-    char_tokens, char_starts, token_count = _characters_to_tokens(spans)
+    char_tokens, doc_starts, token_count = _characters_to_tokens(spans)
     offsets = numpy.asarray(offset_mapping, dtype=numpy.int64).reshape(len(spans), -1, 2)
-    width = offsets.shape[1]
-    span_texts = numpy.array([span.end_char - span.start_char for span in spans], dtype=numpy.int64)
-    span_starts = numpy.array([char_starts[id(span.doc)] + span.start_char for span in spans], dtype=numpy.int64)
-    starts = offsets[:, :, 0].clip(0, span_texts[:, None])
-    ends = offsets[:, :, 1].clip(starts, span_texts[:, None])
-    counts = (ends - starts).ravel()
-    piece = numpy.repeat(numpy.arange(counts.size, dtype=numpy.int64), counts)
-    first = numpy.repeat((starts + span_starts[:, None]).ravel() - numpy.cumsum(counts) + counts, counts)
-    tokens = char_tokens[first + numpy.arange(piece.size, dtype=numpy.int64)]
+    text_lengths = numpy.array([span.end_char - span.start_char for span in spans], dtype=numpy.int64)
+    span_starts = numpy.array([doc_starts[id(span.doc)] + span.start_char for span in spans], dtype=numpy.int64)
+    starts = offsets[:, :, 0].clip(0, text_lengths[:, None])
+    ends = offsets[:, :, 1].clip(starts, text_lengths[:, None])
+    piece, chars = _runs((starts + span_starts[:, None]).ravel(), (ends - starts).ravel())
+    tokens = char_tokens[chars]
     held = tokens >= 0
-    pairs = numpy.unique(tokens[held] * max(len(spans) * width, 1) + piece[held])
-    lengths = numpy.bincount(pairs // max(len(spans) * width, 1), minlength=token_count)
-    return Ragged(
-        (pairs % max(len(spans) * width, 1)).astype("i"),
-        lengths.astype("i"),
-    )
+    pieces = max(offsets.shape[0] * offsets.shape[1], 1)
+    pairs = numpy.unique(tokens[held] * pieces + piece[held])  # by token, then piece
+    return Ragged((pairs % pieces).astype("i"), numpy.bincount(pairs // pieces, minlength=token_count).astype("i"))
 
 
 def _characters_to_tokens(spans: Sequence[Span]) -> Tuple[numpy.ndarray, Dict[int, int], int]:
     """The spans' docs' characters laid end to end (each doc's text and one more character),
-    each mapped to the position of the token that holds it (-1 where none does: whitespace
-    after the first character), the tokens numbered across the docs in the order the docs
-    first come; with each doc's first character's place (by ``id(doc)``) and the token count."""
+    each mapped to the position of the token that holds it (-1 for none: the second and later
+    spaces after a token), the tokens numbered across the docs in the order the docs first
+    come; with each doc's first character's place (by ``id(doc)``) and the token count."""
     docs: Dict[int, Doc] = {}
     for span in spans:
         docs.setdefault(id(span.doc), span.doc)
-    tables = [doc.to_array([IDX, LENGTH, SPACY]).reshape(-1, 3) for doc in docs.values()]
-    token_counts = numpy.array([len(table) for table in tables], dtype=numpy.int64)
-    table = numpy.concatenate(tables).astype(numpy.int64) if tables else numpy.zeros((0, 3), numpy.int64)
-    text_ends = table[:, 0] + table[:, 1] + table[:, 2]
-    last_tokens = numpy.cumsum(token_counts) - 1
-    text_lengths = numpy.where(token_counts > 0, text_ends[last_tokens.clip(0)] if len(table) else 0, 0)
+    tables = [doc.to_array([IDX, LENGTH, SPACY]).astype(numpy.int64).reshape(-1, 3) for doc in docs.values()]
+    text_lengths = numpy.array([int(table[-1].sum()) if len(table) else 0 for table in tables], dtype=numpy.int64)
     doc_starts = numpy.cumsum(text_lengths + 1) - (text_lengths + 1)
-    token_starts = table[:, 0] + numpy.repeat(doc_starts, token_counts)
+    table = numpy.concatenate(tables) if tables else numpy.zeros((0, 3), numpy.int64)
+    token_starts = table[:, 0] + numpy.repeat(doc_starts, [len(table) for table in tables])
     lengths = table[:, 1]
-    positions = numpy.arange(len(table), dtype=numpy.int64)
     chars = numpy.full(int((text_lengths + 1).sum()), -1, dtype=numpy.int64)
-    chars[token_starts + lengths] = positions
-    inside = numpy.arange(lengths.sum(), dtype=numpy.int64) - numpy.repeat(numpy.cumsum(lengths) - lengths, lengths)
-    chars[numpy.repeat(token_starts, lengths) + inside] = numpy.repeat(positions, lengths)
+    chars[token_starts + lengths] = numpy.arange(len(table))  # the character after each token
+    token, inside = _runs(token_starts, lengths)
+    chars[inside] = token  # its own, over the one after the token before it
     return chars, dict(zip(docs, doc_starts.tolist())), len(table)
+
+
+def _runs(starts: numpy.ndarray, counts: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """Every integer of the runs ``[start, start + count)``, with the index of its run."""
+    run = numpy.repeat(numpy.arange(len(counts), dtype=numpy.int64), counts)
+    first_of_run = numpy.cumsum(counts) - counts
+    return run, starts[run] + numpy.arange(len(run), dtype=numpy.int64) - first_of_run[run]
