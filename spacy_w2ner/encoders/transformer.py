@@ -55,9 +55,10 @@ def chunked_transformer_model(
     Built from ``TransformerModel.v3`` with public APIs only: its encoder node (``hf-pytorch``)
     is replaced (``Model.replace_node``) by one with the same name, shim and weights, and its
     forward (``Model.replace_callbacks``) by one that tokenizes and aligns a batch with fewer
-    host calls and the same result (``wordpieces.py``); the node tree and the serialized
-    weights are ``TransformerModel.v3``'s. Its shim updates the
-    encoder in one fused optimizer step, and ``mixed_precision`` autocasts to
+    host calls, and cuts a span over the encoder's length into halves that fit where
+    ``TransformerModel.v3`` drops its last word pieces (``wordpieces.py``); the node tree and
+    the serialized weights are ``TransformerModel.v3``'s. Its shim updates the encoder in one
+    fused optimizer step, and ``mixed_precision`` autocasts to
     ``mixed_precision_dtype`` ("bfloat16": no loss scaling unless ``grad_scaler_config`` turns
     it on); see ``nn.fused_adam``.
     """
