@@ -7,8 +7,11 @@ pieces to tokens span by span, token by token (``get_alignment_via_offset_mappin
 whose passes are replayed from CUDA graphs those two steps were 44% of the host's work at
 prediction (bench/README.md, "Overlapped batches"). Here a fast tokenizer's strings are
 looked up in a table of its vocabulary (one numpy call a batch), and the alignment is a few
-numpy operations over the whole batch. Both give exactly what spacy-transformers gives (``tests/encoders/test_wordpieces.py``
-compares them); a tokenizer without offsets (a slow one) takes spacy-transformers' own path.
+numpy operations over the whole batch. Both give exactly what spacy-transformers gives
+(``tests/encoders/test_wordpieces.py`` compares them); a tokenizer without offsets (a slow
+one) takes spacy-transformers' own path. One thing differs: a span over the encoder's length
+is cut until it fits (``fitted_wordpieces``), where spacy-transformers drops its last word
+pieces.
 """
 import warnings
 import weakref
@@ -86,6 +89,7 @@ def _halves_if_over(span: Span, length: float, limit: int) -> List[Span]:
 
 
 def _warn_of_unfitting_tokens(spans: Sequence[Span], lengths: numpy.ndarray, limit: int) -> None:
+    """A warning for each span (a single token) whose word pieces are over the limit."""
     for span, length in zip(spans, lengths):
         if length > limit:
             text = span.text if len(span.text) <= 40 else span.text[:40] + "..."
