@@ -73,10 +73,11 @@ def fitted_wordpieces(tokenizer, nested_spans: List[List[Span]]) -> Tuple[List[L
         wordpieces, align = wordpieces_and_alignment(tokenizer, spans)
         if wordpieces.input_ids.shape[1] <= limit:
             return nested_spans, wordpieces, align
-        lengths = iter(wordpieces.attention_mask.sum(axis=1).tolist())
-        cut = [[part for span in doc_spans for part in _halves_if_over(span, next(lengths), limit)] for doc_spans in nested_spans]
+        lengths = wordpieces.attention_mask.sum(axis=1)
+        each_length = iter(lengths.tolist())
+        cut = [[part for span in doc_spans for part in _halves_if_over(span, next(each_length), limit)] for doc_spans in nested_spans]
         if sum(len(doc_spans) for doc_spans in cut) == len(spans):
-            _warn_of_unfitting_tokens(spans, wordpieces.attention_mask.sum(axis=1), limit)
+            _warn_of_unfitting_tokens(spans, lengths, limit)
             return nested_spans, wordpieces, align
         nested_spans = cut
 
