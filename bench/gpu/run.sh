@@ -38,7 +38,8 @@
 # Speed stages use the random-weight encoder of MPNet's shape when the real weights are not
 # there yet (ENCODER=random|real picks; results say which). Needs corpora/converted/cadec
 # (spacy project run convert-cadec) and, for the reference, ../shared/corpora/cadec or a
-# prepared .reference/W2NER. On a CPU: GPU_ID=-1 STEPS=4 WARMUP=2 LAYERS=4 TOKENS=2000 ...
+# prepared .reference/W2NER. On a CPU: GPU_ID=-1 ENCODER=random STEPS=4 WARMUP=2 LAYERS=4 WIDTH=128 TOKENS=2000 ...
+# (LAYERS, WIDTH: the random encoder's, 0 for --like's; made once in $WORK/mpnet-random)
 # Results: $RESULTS_DIR/results.jsonl (one JSON object per measurement), log.txt, logs.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -47,7 +48,7 @@ GPU_ID=${GPU_ID:-0}
 RESULTS_DIR=${RESULTS_DIR:-${OUT:-bench/results/gpu-run}}
 WORK=${WORK:-$ROOT/.gpu-work}
 ENCODERS=${ENCODERS:-$WORK/encoders}
-STEPS=${STEPS:-150} WARMUP=${WARMUP:-20} LAYERS=${LAYERS:-0} BIG_BATCH=${BIG_BATCH:-64}
+STEPS=${STEPS:-150} WARMUP=${WARMUP:-20} LAYERS=${LAYERS:-0} WIDTH=${WIDTH:-0} BIG_BATCH=${BIG_BATCH:-64}
 TOKENS=${TOKENS:-50000} STEP_TIMEOUT=${STEP_TIMEOUT:-420} SEEDS=${SEEDS:-"1 2 3"} WAIT=${WAIT:-540}
 ACC_STEPS=${ACC_STEPS:-1670} ENCODER=${ENCODER:-auto}
 # What the speed stages run (BATCH:PRECISION pairs; lists of batch sizes or precisions).
@@ -122,7 +123,7 @@ setup() {
   if [ ! -f "$WORK/mpnet-random/config.json" ]; then
     local like=.gpu-bundle/mpnet-config
     real_encoder && like=$ENCODERS/all-mpnet-base-v2
-    step make-encoder $PY bench/gpu/bench.py make-encoder "$WORK/mpnet-random" --like "$like" --layers "$LAYERS"
+    step make-encoder $PY bench/gpu/bench.py make-encoder "$WORK/mpnet-random" --like "$like" --layers "$LAYERS" --width "$WIDTH"
   fi
   if [ ! -f "$REF/main.py" ] && [ -d ../shared/corpora/cadec/w2ner-json ]; then
     step reference-prepare $PY bench/reference/reference.py prepare "$(ls -d /work/.mirror/ljynlp+W2NER/repo 2>/dev/null)" "$REF" --data ../shared/corpora/cadec/w2ner-json

@@ -4,6 +4,7 @@ import warnings
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import BertConfig, BertModel, MPNetConfig, MPNetModel
 
 from spacy_w2ner.nn.cuda_graphs import GraphedEncoder, GraphedGridNetwork, bucket_shape, pad_inputs, square_mask, unpad_outputs
@@ -87,9 +88,40 @@ def test_unpadded_outputs_are_copies_and_keep_only_the_top_layers():
     assert output.last_hidden_state.abs().sum() > 0
 
 
+# Operators a CUDA graph's capture cannot hold: each makes the host wait for the device's values
+# (a value read back, or an output whose size depends on them); ``lift_fresh``, a tensor made of
+# the host's data, is a copy from pageable memory on a GPU, its values fixed in the graph.
+CAPTURE_BREAKING = frozenset(
+    {"_local_scalar_dense", "nonzero", "masked_select", "_unique", "_unique2", "unique_dim", "unique_consecutive",
+     "bincount", "equal", "is_nonzero", "repeat_interleave", "lift_fresh"}
+)  # fmt: skip
+INDEXING = frozenset({"index", "index_put", "index_put_", "_index_put_impl_"})
+
+
+class _CaptureBreakingOperators(TorchDispatchMode):
+    """Lists the operators of ``CAPTURE_BREAKING`` that run under it, and indexing by a boolean
+    mask (a ``nonzero`` inside the kernel), which a CPU's run gives no other sign of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        by_mask = name in INDEXING and any(
+            isinstance(index, torch.Tensor) and index.dtype == torch.bool for index in args[1]
+        )
+        if by_mask or (name in CAPTURE_BREAKING and not (name == "repeat_interleave" and kwargs.get("output_size"))):
+            self.found.append(str(func))
+        return func(*args, **kwargs)
+
+
 class ReplayingRecorder:
     """A recorder for the CPU: its replay runs the pass again and writes the result into the
-    first run's output tensors, as a graph's replay writes its buffers."""
+    first run's output tensors, as a graph's replay writes its buffers. Its recording refuses a
+    pass that does what a capture cannot hold (``CAPTURE_BREAKING``), with the error a capture
+    gives, so that the CPU's tests hold the passes to a GPU's rule."""
 
     device_type = "cpu"
 
@@ -97,8 +129,11 @@ class ReplayingRecorder:
         self.recorded = 0
 
     def __call__(self, run):
+        with _CaptureBreakingOperators() as operators:
+            output = run()
+        if operators.found:
+            raise RuntimeError(f"operation not permitted when stream is capturing ({', '.join(operators.found)})")
         self.recorded += 1
-        output = run()
 
         def replay():
             fresh = run()
@@ -114,8 +149,11 @@ class ReplayingRecorder:
         return replay, output
 
 
-def test_replayed_passes_give_the_unpadded_vectors_from_one_recording_per_bucket():
-    encoder = _encoder("mpnet")
+@pytest.mark.parametrize("kind", ["mpnet", "bert"])
+def test_replayed_passes_give_the_unpadded_vectors_from_one_recording_per_bucket(kind):
+    # The recording holds each pass to a capture's rule (no read-back): BERT's passes keep to
+    # it through the square attention mask.
+    encoder = _encoder(kind)
     recorder = ReplayingRecorder()
     graphs = GraphedEncoder(top_layers=2, recorder=recorder)
     outputs = []
@@ -132,6 +170,63 @@ def test_replayed_passes_give_the_unpadded_vectors_from_one_recording_per_bucket
         outputs.append((output, output.last_hidden_state.clone()))
     assert recorder.recorded == len(graphs.graphs) == 2  # (8, 32) for the first, second and last; (4, 64)
     assert all(torch.equal(output.last_hidden_state, kept) for output, kept in outputs)  # copies, not the buffers
+
+
+def _reads_back(module_forward):
+    """A module whose forward is ``module_forward`` (of the attention mask), with no config."""
+
+    class Module(torch.nn.Module):
+        config = None
+
+        def forward(self, input_ids, attention_mask):
+            return {"last_hidden_state": module_forward(input_ids, attention_mask)}
+
+    return Module()
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        lambda ids, mask: ids.float() * (mask.sum().item() > 0),  # a value read back
+        lambda ids, mask: ids.float() * bool(mask.any()),  # a truth value read back
+        lambda ids, mask: ids.float().index_fill(1, mask[0].nonzero()[:, 0], 0.0),  # a size of the values
+        lambda ids, mask: ids.float() + mask[mask.bool()].float().sum(),  # indexed by a mask
+        lambda ids, mask: ids.float() + torch.tensor([1.0]),  # the host's data
+    ],
+    ids=["item", "bool", "nonzero", "mask-index", "host-data"],
+)
+def test_the_cpus_recording_refuses_what_a_capture_cannot_hold_and_the_pass_runs_eagerly(forward):
+    # As a GPU's capture does (test_a_module_that_reads_back_to_the_host_runs_eagerly_with_a_warning).
+    graphs = GraphedEncoder(recorder=ReplayingRecorder())
+    inputs = {key: value for key, value in _pass(2, 10, 0).items() if key != "output_hidden_states"}
+    with pytest.warns(UserWarning, match="CUDA graphs are off for this encoder"):
+        assert graphs(_reads_back(forward), (), inputs, _no_autocast) is None
+    assert graphs.failed.startswith("Module: operation not permitted when stream is capturing (aten.")
+    assert graphs.recorder.recorded == 0 and graphs.graphs == {}
+
+
+def test_the_cpus_recording_takes_what_stays_on_the_device():
+    # Masks kept as tensors, sizes known before the values: a capture holds these.
+    def forward(ids, mask):
+        mask = mask if mask.dim() == 2 else mask[:, 0]  # a graph's square mask: every row alike
+        ones = torch.ones(ids.shape[1], dtype=torch.long)
+        return torch.where(mask.bool(), ids.float(), 0.0).repeat_interleave(ones, dim=1, output_size=ids.shape[1])
+
+    graphs = GraphedEncoder(recorder=ReplayingRecorder())
+    inputs = {key: value for key, value in _pass(2, 10, 0).items() if key != "output_hidden_states"}
+    output = graphs(_reads_back(forward), (), inputs, _no_autocast)
+    assert graphs.failed is None and torch.equal(output["last_hidden_state"], forward(inputs["input_ids"], inputs["attention_mask"]))
+
+
+def test_bert_with_its_two_dimensional_mask_reads_it_back_which_the_square_mask_avoids():
+    # What square_mask is for, seen by the CPU's recording: BERT's SDPA attention asks whether
+    # every wordpiece of a (rows, wordpieces) mask is real.
+    encoder = _encoder("bert")
+    inputs = pad_inputs(_pass(3, 12, 0), (4, 32), 0)
+    with pytest.raises(RuntimeError, match="not permitted when stream is capturing"):
+        ReplayingRecorder()(lambda: encoder(**inputs))
+    with torch.no_grad():
+        ReplayingRecorder()(lambda: encoder(**square_mask(inputs)))
 
 
 def test_a_pass_with_other_arguments_is_recorded_apart_and_over_the_limit_runs_eagerly():
