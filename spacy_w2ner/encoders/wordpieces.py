@@ -5,9 +5,11 @@ spacy-transformers tokenizes a batch's spans with the Hugging Face tokenizer, th
 every row's ids back to strings one id at a time (``convert_ids_to_tokens``), and aligns word
 pieces to tokens span by span, token by token (``get_alignment_via_offset_mapping``). On a GPU
 whose passes are replayed from CUDA graphs those two steps were 44% of the host's work at
-prediction (bench/README.md, "Overlapped batches"). Here a fast tokenizer's strings are
-looked up in a table of its vocabulary (one numpy call a batch), and the alignment is a few
-numpy operations over the whole batch. Both give exactly what spacy-transformers gives
+prediction (bench/README.md, "Overlapped batches"). Here a fast tokenizer's backend encodes
+the batch unpadded, with the state the Hugging Face call would set, and numpy pads its ids and
+offsets (the Hugging Face call made Python lists of every row's, padded); the strings are
+looked up in a table of the vocabulary (one numpy call a batch), and the alignment is a few
+numpy operations over the whole batch. All give exactly what spacy-transformers gives
 (``tests/encoders/test_wordpieces.py`` compares them); a tokenizer without offsets (a slow
 one) takes spacy-transformers' own path. One thing differs: a span over the encoder's length
 is cut until it fits (``fitted_wordpieces``), where spacy-transformers drops its last word
@@ -15,6 +17,7 @@ pieces.
 """
 import warnings
 import weakref
+from itertools import chain
 from typing import Dict, List, Sequence, Tuple
 
 import numpy
@@ -28,6 +31,7 @@ from spacy_transformers.util import log_batch_size, log_gpu_memory, maybe_flush_
 from thinc.api import Model
 from thinc.types import Ragged
 from transformers import PreTrainedTokenizerFast
+from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 
 
 def transformer_forward(model: Model, docs: List[Doc], is_train: bool):
@@ -110,6 +114,58 @@ def wordpieces_and_alignment(tokenizer, spans: Sequence[Span]) -> Tuple[Wordpiec
     if not isinstance(tokenizer, PreTrainedTokenizerFast):
         wordpieces = WordpieceBatch.from_batch_encoding(huggingface_tokenize(tokenizer, texts))
         return wordpieces, get_alignment(list(spans), wordpieces.strings, tokenizer.all_special_tokens)
+    if not texts or tokenizer.pad_token_id is None or tokenizer.padding_side != "right":
+        return _by_the_hugging_face_call(tokenizer, spans, texts)
+    encodings = _backend_encodings(tokenizer, texts)
+    rows = [encoding.ids for encoding in encodings]
+    lengths = numpy.fromiter(map(len, rows), dtype=numpy.int64, count=len(rows))
+    real = numpy.arange(int(lengths.max()))[None, :] < lengths[:, None]  # right padding
+    ids = _padded_rows(real, chain.from_iterable(rows), tokenizer.pad_token_id)
+    offsets = _padded_rows(real, chain.from_iterable(chain.from_iterable(e.offsets for e in encodings)), 0, pair=True)
+    type_ids = None
+    if "token_type_ids" in tokenizer.model_input_names:
+        type_ids = _padded_rows(real, chain.from_iterable(e.type_ids for e in encodings), tokenizer.pad_token_type_id)
+    wordpieces = WordpieceBatch(
+        strings=_strings(tokenizer, ids),
+        input_ids=ids,
+        attention_mask=real.astype(numpy.float32),
+        lengths=(ids != tokenizer.pad_token_id).sum(axis=1).tolist(),  # spacy-transformers': strings not the pad token's
+        token_type_ids=type_ids,
+    )
+    return wordpieces, align_by_offsets(spans, offsets)
+
+
+def _backend_encodings(tokenizer: PreTrainedTokenizerFast, texts: List[str]) -> list:
+    """The backend (Rust) tokenizer's encodings of ``texts``, unpadded and untruncated, with the
+    special tokens, as the Hugging Face call makes them (it sets the same state on the backend
+    before every call; only the padding differs, which ``_padded_rows`` adds)."""
+    tokenizer.set_truncation_and_padding(
+        padding_strategy=PaddingStrategy.DO_NOT_PAD,
+        truncation_strategy=TruncationStrategy.DO_NOT_TRUNCATE,
+        max_length=None,
+        stride=0,
+        pad_to_multiple_of=None,
+        padding_side=None,
+    )
+    backend = tokenizer.backend_tokenizer
+    if backend.encode_special_tokens != tokenizer.split_special_tokens:
+        backend.encode_special_tokens = tokenizer.split_special_tokens
+    return backend.encode_batch(texts, add_special_tokens=True)
+
+
+def _padded_rows(real: numpy.ndarray, values, fill: int, pair: bool = False) -> numpy.ndarray:
+    """The rows' ``values`` (every row's, flattened; pairs flattened too where ``pair``) in a
+    (rows, longest row[, 2]) int64 array where ``real`` is true, ``fill`` elsewhere."""
+    count = int(real.sum()) * (2 if pair else 1)
+    flat = numpy.fromiter(values, dtype=numpy.int64, count=count)
+    padded = numpy.full(real.shape + ((2,) if pair else ()), fill, dtype=numpy.int64)
+    padded[real] = flat.reshape(-1, 2) if pair else flat
+    return padded
+
+
+def _by_the_hugging_face_call(tokenizer: PreTrainedTokenizerFast, spans: Sequence[Span], texts: List[str]):
+    """``wordpieces_and_alignment`` through the Hugging Face call, as spacy-transformers makes it:
+    for an empty batch, a tokenizer without a pad token or one that pads on the left."""
     encoding = tokenizer(
         texts,
         add_special_tokens=True,

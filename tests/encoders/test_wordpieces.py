@@ -100,11 +100,11 @@ def assert_same(tokenizer, spans):
     (expected, expected_align), (got, got_align) = spacy_transformers_result(tokenizer, spans), wordpieces_and_alignment(tokenizer, spans)
     assert got.strings == expected.strings
     assert got.lengths == expected.lengths
-    numpy.testing.assert_array_equal(got.input_ids, expected.input_ids)
-    numpy.testing.assert_array_equal(got.attention_mask, expected.attention_mask)
+    numpy.testing.assert_array_equal(got.input_ids, expected.input_ids, strict=True)  # dtypes and shapes too
+    numpy.testing.assert_array_equal(got.attention_mask, expected.attention_mask, strict=True)
     assert (got.token_type_ids is None) == (expected.token_type_ids is None)
     if expected.token_type_ids is not None:
-        numpy.testing.assert_array_equal(got.token_type_ids, expected.token_type_ids)
+        numpy.testing.assert_array_equal(got.token_type_ids, expected.token_type_ids, strict=True)
     assert got_align.lengths.dtype == expected_align.lengths.dtype
     assert got_align.data.dtype == expected_align.data.dtype
     assert got_align.data.shape == expected_align.data.shape
@@ -149,6 +149,59 @@ def test_random_texts_align_as_spacy_transformers_aligns_them(nlp, name):
     assert_same(tokenizer, [doc[:] for doc in docs if len(doc)])
     strided = configure_strided_spans(window=5, stride=3)(docs)
     assert_same(tokenizer, [span for doc_spans in strided for span in doc_spans])
+
+
+def xlnet_like() -> PreTrainedTokenizerFast:
+    """A tokenizer whose special token after the text has type id 2 (XLNet's template), whose
+    model takes type ids, that pads on the right."""
+    tokenizer = unigram()
+    backend = tokenizer.backend_tokenizer
+    backend.post_processor = processors.TemplateProcessing(
+        single="$A:0 </s>:0 <s>:2", special_tokens=[("<s>", backend.token_to_id("<s>")), ("</s>", backend.token_to_id("</s>"))]
+    )
+    tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+    tokenizer._pad_token_type_id = 3  # a read-only property (XLNet's tokenizer class has 3)
+    return tokenizer
+
+
+def test_type_ids_of_the_special_tokens_and_their_padding_are_the_hugging_face_calls(nlp):
+    tokenizer = xlnet_like()
+    got = assert_same(tokenizer, [doc[:] for doc in nlp.pipe(TEXTS)])
+    type_ids = wordpieces_and_alignment(tokenizer, [nlp("a b c")[:], nlp("a b c d e f")[:]])[0].token_type_ids
+    assert 2 in type_ids[0] and 3 in type_ids[0] and 3 not in type_ids[1] and got.lengths.sum() > 0
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_the_pad_tokens_text_in_a_span_counts_as_spacy_transformers_counts_it(nlp, split):
+    # Its id is the pad id, so spacy-transformers' lengths leave it out (they count the strings
+    # that are not the pad token's); split_special_tokens makes it ordinary text.
+    tokenizer = byte_level_bpe(True)
+    tokenizer.split_special_tokens = split
+    spans = [doc[:] for doc in nlp.pipe(["before <pad> after", "plain words here and there"])]
+    wordpieces = wordpieces_and_alignment(tokenizer, spans)[0]
+    assert_same(tokenizer, spans)
+    real = wordpieces.attention_mask[0] > 0
+    assert (wordpieces.input_ids[0][real] == tokenizer.pad_token_id).any() != split
+    assert (wordpieces.lengths[0] < real.sum()) != split
+
+
+def test_a_tokenizer_that_pads_on_the_left_takes_the_hugging_face_call(nlp):
+    tokenizer = byte_level_bpe(True)
+    tokenizer.padding_side = "left"
+    spans = [doc[:] for doc in nlp.pipe(TEXTS)]
+    assert_same(tokenizer, spans)
+    assert wordpieces_and_alignment(tokenizer, spans)[0].input_ids[-1, 0] == tokenizer.pad_token_id
+
+
+def test_a_call_of_ones_own_before_or_after_gives_what_it_gave(nlp):
+    # The backend's truncation and padding are set for each batch, as the Hugging Face call
+    # sets them for each of its own: neither leaks into the other.
+    tokenizer = byte_level_bpe(True)
+    spans = [doc[:] for doc in nlp.pipe(TEXTS)]
+    truncated = tokenizer(TEXTS, truncation=True, max_length=5, padding="max_length")["input_ids"]
+    assert_same(tokenizer, spans)
+    assert tokenizer(TEXTS, truncation=True, max_length=5, padding="max_length")["input_ids"] == truncated
+    assert max(wordpieces_and_alignment(tokenizer, spans)[0].lengths) > 5
 
 
 def test_a_slow_tokenizer_takes_spacy_transformers_path(nlp):
