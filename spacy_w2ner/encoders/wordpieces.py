@@ -116,14 +116,20 @@ def wordpieces_and_alignment(tokenizer, spans: Sequence[Span]) -> Tuple[Wordpiec
         return wordpieces, get_alignment(list(spans), wordpieces.strings, tokenizer.all_special_tokens)
     if not texts or tokenizer.pad_token_id is None or tokenizer.padding_side != "right":
         return _by_the_hugging_face_call(tokenizer, spans, texts)
+    return _by_the_backend(tokenizer, spans, texts)
+
+
+def _by_the_backend(tokenizer: PreTrainedTokenizerFast, spans: Sequence[Span], texts: List[str]):
+    """``wordpieces_and_alignment`` from the backend's encodings, padded on the right with numpy:
+    the arrays the Hugging Face call gives, without its Python lists of every row."""
     encodings = _backend_encodings(tokenizer, texts)
     rows = [encoding.ids for encoding in encodings]
     lengths = numpy.fromiter(map(len, rows), dtype=numpy.int64, count=len(rows))
-    real = numpy.arange(int(lengths.max()))[None, :] < lengths[:, None]  # right padding
+    real = numpy.arange(int(lengths.max()))[None, :] < lengths[:, None]
     ids = _padded_rows(real, chain.from_iterable(rows), tokenizer.pad_token_id)
     offsets = _padded_rows(real, chain.from_iterable(chain.from_iterable(e.offsets for e in encodings)), 0, pair=True)
     type_ids = None
-    if "token_type_ids" in tokenizer.model_input_names:
+    if "token_type_ids" in tokenizer.model_input_names:  # the Hugging Face call's default
         type_ids = _padded_rows(real, chain.from_iterable(e.type_ids for e in encodings), tokenizer.pad_token_type_id)
     wordpieces = WordpieceBatch(
         strings=_strings(tokenizer, ids),
