@@ -30,6 +30,11 @@ def _pass(rows: int, width: int, pad_id: int, device: str = "cpu", seed: int = 1
     return {"input_ids": ids.to(device), "attention_mask": mask.to(device), "output_hidden_states": True}
 
 
+def _ids_and_mask(inputs: dict) -> dict:
+    """A pass's word pieces and attention mask, for a module that takes nothing else."""
+    return {key: value for key, value in inputs.items() if key != "output_hidden_states"}
+
+
 def _no_autocast():
     return torch.autocast("cuda", enabled=False, cache_enabled=False)
 
@@ -172,8 +177,8 @@ def test_replayed_passes_give_the_unpadded_vectors_from_one_recording_per_bucket
     assert all(torch.equal(output.last_hidden_state, kept) for output, kept in outputs)  # copies, not the buffers
 
 
-def _reads_back(module_forward):
-    """A module whose forward is ``module_forward`` (of the attention mask), with no config."""
+def _module_of(module_forward):
+    """A module without a config whose forward is ``module_forward(input_ids, attention_mask)``."""
 
     class Module(torch.nn.Module):
         config = None
@@ -198,9 +203,9 @@ def _reads_back(module_forward):
 def test_the_cpus_recording_refuses_what_a_capture_cannot_hold_and_the_pass_runs_eagerly(forward):
     # As a GPU's capture does (test_a_module_that_reads_back_to_the_host_runs_eagerly_with_a_warning).
     graphs = GraphedEncoder(recorder=ReplayingRecorder())
-    inputs = {key: value for key, value in _pass(2, 10, 0).items() if key != "output_hidden_states"}
+    inputs = _ids_and_mask(_pass(2, 10, 0))
     with pytest.warns(UserWarning, match="CUDA graphs are off for this encoder"):
-        assert graphs(_reads_back(forward), (), inputs, _no_autocast) is None
+        assert graphs(_module_of(forward), (), inputs, _no_autocast) is None
     assert graphs.failed.startswith("Module: operation not permitted when stream is capturing (aten.")
     assert graphs.recorder.recorded == 0 and graphs.graphs == {}
 
@@ -213,8 +218,8 @@ def test_the_cpus_recording_takes_what_stays_on_the_device():
         return torch.where(mask.bool(), ids.float(), 0.0).repeat_interleave(ones, dim=1, output_size=ids.shape[1])
 
     graphs = GraphedEncoder(recorder=ReplayingRecorder())
-    inputs = {key: value for key, value in _pass(2, 10, 0).items() if key != "output_hidden_states"}
-    output = graphs(_reads_back(forward), (), inputs, _no_autocast)
+    inputs = _ids_and_mask(_pass(2, 10, 0))
+    output = graphs(_module_of(forward), (), inputs, _no_autocast)
     assert graphs.failed is None and torch.equal(output["last_hidden_state"], forward(inputs["input_ids"], inputs["attention_mask"]))
 
 
@@ -504,7 +509,7 @@ def test_a_module_that_reads_back_to_the_host_runs_eagerly_with_a_warning():
             return {"last_hidden_state": -input_ids.float()}
 
     graphs = GraphedEncoder()
-    inputs = {key: value for key, value in _pass(2, 10, 0, "cuda").items() if key != "output_hidden_states"}
+    inputs = _ids_and_mask(_pass(2, 10, 0, "cuda"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert graphs(ReadsBack(), (), inputs, _no_autocast) is None
