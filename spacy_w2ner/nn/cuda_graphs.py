@@ -26,11 +26,13 @@ layers' outputs the encoder's keep (``top_layers``: the ones the encoder average
 memory its graphs' outputs hold. Turned off (``attach_graphs``), the graphs are kept for when
 they are on again.
 """
+import functools
 import threading
 import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .transfers import to_device
 
@@ -139,17 +141,98 @@ class CudaGraphRecorder:
                 raised.append(error)
                 raise
 
+        host_copies = HostCopiesFromWarmUp()
         with torch.cuda.stream(side):
             for _ in range(WARMUP_PASSES):
-                run()
+                with host_copies.warming_up():
+                    run()
             graph = torch.cuda.CUDAGraph()
             try:
-                with torch.cuda.graph(graph, pool=self._pool, stream=side):
+                with torch.cuda.graph(graph, pool=self._pool, stream=side), host_copies.capturing():
                     output = run_keeping_its_error()
             except RuntimeError as error:
                 raise (raised[0] if raised else error) from None
         caller.wait_stream(side)
-        return graph.replay, output
+        return functools.partial(_replay, graph, host_copies.device_values()), output
+
+
+class HostCopiesFromWarmUp(TorchDispatchMode):
+    """Copies from the host to the device within a recorded pass, given in the capture from the
+    last warm-up pass's.
+
+    A capture takes a copy from the host only from pinned memory and without waiting for it
+    (torch refuses the others), yet a module may make a small tensor on the host in its forward
+    pass and copy it over: MPNet's relative position buckets (``torch.arange`` on the host, then
+    ``.to(device)``). What such a tensor holds can depend only on the pass's shapes and the
+    module's settings (a capture cannot read device values back), the same in each replay of the
+    graph. So each such copy of the last warm-up pass keeps its host value and its device result;
+    in the capture, the n-th copy's host value must equal the n-th kept one (else RuntimeError:
+    the pass runs eagerly), and the copy becomes a copy on the device from the kept result, which
+    the graph then reads in every replay."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._kept: list = []  # (host value, device value) of each copy, in order
+        self._capturing = False
+        self._taken = 0
+
+    def warming_up(self) -> "HostCopiesFromWarmUp":
+        """This mode for a warm-up pass: its copies run and are kept (the previous pass's dropped)."""
+        self._kept, self._capturing = [], False
+        return self
+
+    def capturing(self) -> "HostCopiesFromWarmUp":
+        """This mode for the capture: its copies are given from the kept ones."""
+        self._capturing, self._taken = True, 0
+        return self
+
+    def device_values(self) -> list:
+        """The kept copies' device values, which the captured copies read."""
+        return [device for _, device in self._kept]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        host = _host_source(func, args, kwargs)
+        if host is None:
+            return func(*args, **kwargs)
+        if not self._capturing:
+            result = func(*args, **kwargs)
+            self._kept.append((host.clone(), (result if func is torch.ops.aten._to_copy.default else args[0]).clone()))
+            return result
+        kept = self._take(host)
+        if func is torch.ops.aten._to_copy.default:
+            return kept.clone()
+        return args[0].copy_(kept)
+
+    def _take(self, host: torch.Tensor) -> torch.Tensor:
+        """The device value kept for the next copy, whose host value is ``host``."""
+        number, self._taken = self._taken, self._taken + 1
+        if number >= len(self._kept):
+            raise RuntimeError(f"copy {number + 1} from the host to the device was not in the warm-up pass")
+        kept_host, kept_device = self._kept[number]
+        same = kept_host.shape == host.shape and kept_host.dtype == host.dtype and torch.equal(kept_host, host)
+        if not same:
+            raise RuntimeError(f"copy {number + 1} from the host to the device holds other values than in the warm-up pass")
+        return kept_device
+
+
+def _replay(graph: "torch.cuda.CUDAGraph", held: list) -> None:
+    """Replays ``graph``; ``held``: tensors its kernels read, kept as long as the replay is."""
+    graph.replay()
+
+
+def _host_source(func, args: Sequence, kwargs: Mapping) -> Optional[torch.Tensor]:
+    """The host tensor that an operator copies to a device (``tensor.to(device)``,
+    ``device_tensor.copy_(host_tensor)``), or None."""
+    if func is torch.ops.aten._to_copy.default:
+        device = kwargs.get("device")
+        source = args[0]
+        return source if source.device.type == "cpu" and device is not None and torch.device(device).type != "cpu" else None
+    if func is torch.ops.aten.copy_.default:
+        target, source = args[0], args[1]
+        if isinstance(source, torch.Tensor) and source.device.type == "cpu" and target.device.type != "cpu":
+            return source
+    return None
 
 
 class GraphedPasses:

@@ -279,12 +279,20 @@ class GridNetwork(nn.Module):
         packed = pack_padded_sequence(vectors.float(), lengths.cpu(), batch_first=True, enforce_sorted=False)
         # Thinc's optimizer gives the weights new storage after each update; cuDNN wants them
         # in one block (else it copies them on every call, with a warning). No-op on a CPU, and
-        # absent from a quantized LSTM (int8 inference on a CPU).
-        if hasattr(self.lstm, "flatten_parameters"):
+        # absent from a quantized LSTM (int8 inference on a CPU). Only when they are not in one
+        # block already: flattening moves them to new memory each time, and the grid network's
+        # CUDA graphs, which read them where they were, would all be recorded again.
+        if hasattr(self.lstm, "flatten_parameters") and not weights_in_one_block(self.lstm):
             self.lstm.flatten_parameters()
         encoded, _ = self.lstm(packed)
         words, _ = pad_packed_sequence(encoded, batch_first=True, total_length=length)
         return words
+
+
+def weights_in_one_block(module: nn.Module) -> bool:
+    """Whether every weight of ``module`` is a view of one storage (an LSTM's after
+    ``flatten_parameters``)."""
+    return len({weight.untyped_storage().data_ptr() for weight in module.parameters()}) == 1
 
 
 def lstm_by_direction(lstm: nn.LSTM, vectors: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,15 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import BertConfig, BertModel, MPNetConfig, MPNetModel
 
-from spacy_w2ner.nn.cuda_graphs import GraphedEncoder, GraphedGridNetwork, bucket_shape, pad_inputs, square_mask, unpad_outputs
+from spacy_w2ner.nn.cuda_graphs import (
+    GraphedEncoder,
+    GraphedGridNetwork,
+    HostCopiesFromWarmUp,
+    bucket_shape,
+    pad_inputs,
+    square_mask,
+    unpad_outputs,
+)
 from spacy_w2ner.nn.network import GridNetwork
 
 SIZES = dict(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64)
@@ -457,6 +465,66 @@ def test_the_grid_scorer_attr_gives_its_shim_graphs_that_replay_only_while_on(sa
     assert predicted()[0] == eager_entities and graphs.enabled and graphs.recorder.recorded == recorded
 
 
+class _HostToDeviceCopies(TorchDispatchMode):
+    """Counts the copies from the host to another device that run under it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._to_copy.default:
+            source, target = args[0].device, torch.device(kwargs.get("device") or args[0].device)
+            self.count += source.type == "cpu" and target.type != "cpu"
+        if func is torch.ops.aten.copy_.default:
+            self.count += args[1].device.type == "cpu" and args[0].device.type != "cpu"
+        return func(*args, **kwargs)
+
+
+def _pass_with_host_tensors(side: int, shift: int = 0, extra: bool = False):
+    """A pass (on the meta device, which a CPU has) that makes tensors on the host and copies them
+    over, as MPNet's relative position buckets: ``.to(device)`` and ``copy_`` into a device tensor."""
+    positions = torch.arange(side)[None, :] - torch.arange(side)[:, None] + shift
+    buckets = positions.to("meta")
+    target = torch.empty(side, device="meta", dtype=torch.float64)
+    target.copy_(torch.arange(side, dtype=torch.float64))
+    if extra:
+        torch.ones(2).to("meta")
+    host_only = torch.arange(3).to(torch.float64)  # a copy on the host: not one of them
+    return buckets, target, host_only
+
+
+def test_a_captures_copies_from_the_host_are_given_from_the_warm_ups_on_the_device():
+    copies = HostCopiesFromWarmUp()
+    with _HostToDeviceCopies() as counted:
+        for _ in range(2):
+            with copies.warming_up():
+                warm = _pass_with_host_tensors(5)
+        warm_copies = counted.count
+        with copies.capturing():
+            captured = _pass_with_host_tensors(5)
+    assert warm_copies == 4  # two a warm-up pass, run as they are
+    assert counted.count == warm_copies  # none in the capture: copies on the device of the kept ones
+    assert [(t.shape, t.dtype) for t in copies.device_values()] == [((5, 5), torch.int64), ((5,), torch.float64)]
+    assert all(t.device.type == "meta" for t in copies.device_values())
+    assert [(t.shape, t.dtype, t.device.type) for t in captured[:2]] == [(t.shape, t.dtype, t.device.type) for t in warm[:2]]
+    assert torch.equal(captured[2], torch.arange(3).double())
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [({"shift": 1}, "copy 1 from the host to the device holds other values"), ({"side": 6}, "copy 1 from the host"),
+     ({"extra": True}, "copy 3 from the host to the device was not in the warm-up pass")],
+)  # fmt: skip
+def test_a_capture_whose_host_values_are_not_the_warm_ups_is_refused(change, message):
+    copies = HostCopiesFromWarmUp()
+    with copies.warming_up():
+        _pass_with_host_tensors(5)
+    with pytest.raises(RuntimeError, match=message), copies.capturing():
+        _pass_with_host_tensors(**{"side": 5, **change})
+
+
 # ---------------------------------------------------------------- on a GPU
 
 
@@ -534,3 +602,51 @@ def test_replayed_grid_passes_give_the_eager_passes_logits():
         assert logits is not None and graphs.failed is None
         _assert_same_cells(logits, expected, lengths, 1e-4)
     assert len(graphs.graphs) == 3  # (5, 13) and (7, 16) share the (8, 16) bucket
+
+
+@pytest.mark.gpu
+def test_a_pass_that_copies_host_tensors_to_the_device_is_replayed():
+    # MPNet's relative position buckets are made on the host and copied over in every pass.
+    class HostPositions(torch.nn.Module):
+        config = None
+
+        def forward(self, input_ids, attention_mask):
+            positions = (torch.arange(input_ids.shape[1]) % 7 + 1).to(input_ids.device)
+            return {"last_hidden_state": (input_ids * positions[None, :]).float()}
+
+    module, graphs = HostPositions(), GraphedEncoder()
+    for rows, width, seed in [(3, 20, 1), (3, 20, 2), (2, 40, 3)]:
+        inputs = _ids_and_mask(_pass(rows, width, 0, "cuda", seed))
+        replayed = graphs(module, (), inputs, _no_autocast)
+        assert replayed is not None and graphs.failed is None
+        assert torch.equal(replayed["last_hidden_state"], module(**inputs)["last_hidden_state"])
+    assert len(graphs.graphs) == 2
+
+
+@pytest.mark.gpu
+def test_a_pass_whose_host_values_change_between_passes_runs_eagerly():
+    class Counter(torch.nn.Module):
+        config = None
+        calls = 0
+
+        def forward(self, input_ids, attention_mask):
+            self.calls += 1
+            return {"last_hidden_state": input_ids.float() + torch.tensor(float(self.calls)).to(input_ids.device)}
+
+    graphs = GraphedEncoder()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert graphs(Counter(), (), _ids_and_mask(_pass(2, 10, 0, "cuda")), _no_autocast) is None
+    assert "other values than in the warm-up pass" in graphs.failed
+    assert any("CUDA graphs are off" in str(w.message) for w in caught)
+
+
+@pytest.mark.gpu
+def test_eager_grid_passes_leave_the_lstms_weights_where_the_graphs_read_them():
+    network = _grid_network("cuda")
+    vectors, lengths = _grid_pass(4, 9, 1, "cuda")
+    with torch.no_grad():
+        network(vectors, lengths)  # packs the sequences: cuDNN's LSTM puts its weights in one block
+        where = [weight.data_ptr() for weight in network.lstm.parameters()]
+        network(vectors, lengths)
+    assert [weight.data_ptr() for weight in network.lstm.parameters()] == where

@@ -13,6 +13,7 @@ from spacy_w2ner.nn.network import (
     distance_buckets,
     region_ids,
     saved_bytes_per_cell,
+    weights_in_one_block,
 )
 
 INPUT_SIZE = 12
@@ -350,3 +351,30 @@ def test_saved_bytes_per_cell_is_a_training_passs_in_either_mode():
     assert not network.training and not network.grid_builder.training
     network.train()
     assert saved_bytes_per_cell(network, INPUT_SIZE) == in_training and network.training
+
+
+def _into_one_block(module: torch.nn.Module) -> None:
+    """The module's weights made views of one block, as cuDNN's ``flatten_parameters`` leaves them."""
+    weights = list(module.parameters())
+    block = torch.cat([weight.detach().flatten() for weight in weights])
+    offset = 0
+    for weight in weights:
+        weight.data = block[offset : offset + weight.numel()].view_as(weight)
+        offset += weight.numel()
+
+
+def test_the_packed_lstm_flattens_its_weights_only_when_they_are_not_in_one_block(monkeypatch):
+    """Flattening gives the weights new memory each time (on a GPU), where the grid network's
+    CUDA graphs read them: an eager pass after the graphs' would have them all recorded again."""
+    network = make_network().eval()
+    flattened = []
+    monkeypatch.setattr(network.lstm, "flatten_parameters", lambda: flattened.append(True))
+    vectors, lengths = torch.randn(2, 7, INPUT_SIZE), torch.tensor([7, 4])
+    with torch.no_grad():
+        expected = network.lstm_packed(vectors, lengths, 7)
+        assert flattened == [True] and not weights_in_one_block(network.lstm)
+        _into_one_block(network.lstm)
+        assert weights_in_one_block(network.lstm)
+        assert torch.equal(network.lstm_packed(vectors, lengths, 7), expected)
+    assert flattened == [True]
+
