@@ -14,7 +14,10 @@ what is chosen follows from the figures and nothing else:
 2. **the grid network's CUDA graphs** (``ag``): besides, each ``agN`` faster than ``cgN`` at both
    batch sizes (every N timed in both);
 3. **the pass padding**: of the chosen kind's settings, the padding fastest at both batch sizes;
-   else 1.25;
+   else 1.25. A ``cgN`` whose encoder graphs all failed (none recorded) ran eagerly: it stands
+   for eager ``N`` where ``N`` was not timed (bench/README said so before the loans: eager
+   passes without a limit were left out for time, "should the graphs fail, ``cginf`` times that
+   case");
 4. **overlapped batches** (``oag``): with the grid network's graphs chosen, ``oagN`` faster than
    ``agN`` at both batch sizes for the padding chosen in 3 (or every N, where 3 chose none),
    with equal entities and the GPU tests passing;
@@ -31,7 +34,7 @@ from typing import Dict, List, Optional
 
 ENCODER_TOLERANCE = 1e-3
 GRID_TOLERANCE = 1e-4
-DEFAULT_PADDING = "1.25"  # the encoder's max_pass_padding by default (grid.segments.MAX_PADDING)
+DEFAULT_PADDING = "1.25"  # rule 3's fallback: the encoder's max_pass_padding before the rules decided (grid.segments.MAX_PADDING)
 
 
 def parse_setting(setting: str) -> Dict:
@@ -70,6 +73,19 @@ def gpu_tests_passed(log: Optional[Path]) -> Optional[bool]:
 def _plain(settings: Dict[str, Dict]) -> Dict[str, Dict]:
     """The settings without an overlap or TF32 prefix."""
     return {name: record for name, record in settings.items() if not any(parse_setting(name)[flag] for flag in ("overlap", "tf32"))}
+
+
+def _with_eager_stand_ins(settings: Dict[str, Dict]) -> Dict[str, Dict]:
+    """``settings`` and, for each ``cgN`` whose encoder graphs all failed, an eager ``N`` (its
+    record) where ``N`` was not timed (rule 3)."""
+    eager = {parse_setting(name)["padding"] for name in settings if not parse_setting(name)["kind"]}
+    stand_ins = {}
+    for name, record in settings.items():
+        parts = parse_setting(name)
+        ran_eagerly = parts["kind"] == "cg" and record.get("cuda_graphs_failed") and not record.get("cuda_graphs")
+        if ran_eagerly and parts["padding"] not in eager:
+            stand_ins[parts["padding"]] = {**record, "stands_in_for_eager": name}
+    return {**settings, **stand_ins}
 
 
 def _fastest(settings: Dict[str, Dict]) -> str:
@@ -125,8 +141,9 @@ def decide(by_batch: Dict[int, Dict[str, Dict]], tests_passed: Optional[bool], b
     ag_over_cg = {n: [_faster(plain[size], f"ag{n}", f"cg{n}") for size in batch_sizes] for n in paddings}
     grid_graphs = encoder_graphs and bool(ag_over_cg) and all(_all(wins) for wins in ag_over_cg.values())
     kind = "ag" if grid_graphs else "cg" if encoder_graphs else ""
-    candidates = sorted({parse_setting(name)["padding"] for size in batch_sizes for name in plain[size] if parse_setting(name)["kind"] == kind})
-    fastest_padding = {size: max(candidates, key=lambda n: _speed(plain[size], f"{kind}{n}")) for size in batch_sizes}
+    timed = {size: _with_eager_stand_ins(plain[size]) for size in batch_sizes}
+    candidates = sorted({parse_setting(name)["padding"] for size in batch_sizes for name in timed[size] if parse_setting(name)["kind"] == kind})
+    fastest_padding = {size: max(candidates, key=lambda n: _speed(timed[size], f"{kind}{n}")) for size in batch_sizes}
     padding_chosen = fastest_padding[batch_sizes[0]] if len(set(fastest_padding.values())) == 1 else None
     result = {
         "gpu_tests_passed": tests_passed,
@@ -137,6 +154,7 @@ def decide(by_batch: Dict[int, Dict[str, Dict]], tests_passed: Optional[bool], b
         "grid_cuda_graphs": grid_graphs,
         "kind_chosen": kind or "eager",
         "fastest_padding_of_kind": fastest_padding,
+        "eager_stand_ins": {size: {n: r["stands_in_for_eager"] for n, r in timed[size].items() if "stands_in_for_eager" in r} for size in batch_sizes},
         "max_pass_padding": padding_chosen or DEFAULT_PADDING,
         "max_pass_padding_decided": padding_chosen is not None,
     }

@@ -11,7 +11,7 @@ from spacy_transformers.data_classes import WordpieceBatch
 from thinc.api import ArgsKwargs, Model, NumpyOps
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 
-from ..grid.segments import MAX_PADDING, group_by_length
+from ..grid.segments import group_by_length, padding_limit
 from ..memory import release_freed_memory
 from ..model.types import no_backprop
 from ..nn.cuda_graphs import SEQUENCE_OUTPUTS, GraphedEncoder, attach_graphs
@@ -133,8 +133,9 @@ def _chunked_encoder(encoder: Model, max_spans_per_pass: int, last_layers: int, 
             "convert_outputs": partial(_mean_of_top_layers, encoder.attrs["convert_outputs"]),
             "max_spans_per_pass": max_spans_per_pass,
             # How much a prediction pass may be padded before spans of other lengths get a pass
-            # of their own (``group_by_length``'s max_padding); the GPU bench sets others.
-            "max_pass_padding": MAX_PADDING,
+            # of their own (``grid.segments.padding_limit``: None is 1.25 on a CPU, no limit
+            # on a GPU); the GPU bench sets others.
+            "max_pass_padding": None,
             # Prediction passes on a GPU replayed from CUDA graphs (``nn/cuda_graphs.py``); off
             # until a GPU's figures decide, the GPU bench turns it on.
             "cuda_graphs": False,
@@ -200,7 +201,7 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     else:
         passes = list(group_by_length(
             widths, _tokens, max_items=model.attrs["max_spans_per_pass"], min_cost=MIN_TOKENS_PER_PASS,
-            max_padding=model.attrs["max_pass_padding"],
+            max_padding=padding_limit(model.ops, model.attrs["max_pass_padding"]),
         ))  # fmt: skip
     full_width = wordpieces.input_ids.shape[1]
     if len(passes) == 1 and max(widths, default=0) == full_width:

@@ -55,7 +55,7 @@ def build_w2ner_model(
     The defaults (the paper's CADEC settings) are in the ``w2ner`` factory's config.
     ``max_window`` bounds the grid side (longer stretches are windowed with ``window_overlap``
     tokens of overlap); ``max_grid_cells`` bounds segments x longest^2 per torch batch and
-    ``max_grid_padding`` its padding (``padding.grid_padding_limit``); the component sets ``nO``.
+    ``max_grid_padding`` its padding (``grid.segments.padding_limit``); the component sets ``nO``.
     ``mixed_precision_dtype``: the autocast dtype of ``mixed_precision`` on CUDA, "float16" (with
     loss scaling) or "bfloat16". Training's loss: ``triplet_*``, a grid-level triplet loss beside
     the cross-entropy, off while ``triplet_weight`` is 0 (``model.loss.grid_triplet_loss``);

@@ -11,8 +11,8 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 from spacy.tokens import Doc
 from thinc.api import Model
 
-from ..grid.segments import Segment, batch_by_cells, segment_docs
-from .padding import all_word_vectors, grid_length_multiple, grid_padding_limit, pad_segments, padding_rows
+from ..grid.segments import Segment, batch_by_cells, padding_limit, segment_docs
+from .padding import all_word_vectors, grid_length_multiple, pad_segments, padding_rows
 from .types import ScoredBatch, WordVectors
 
 
@@ -31,7 +31,7 @@ def score_docs(
 def _scored_batches(model: Model, segments: List[Segment], words: WordVectors, is_train: bool) -> Iterator[ScoredBatch]:
     grid_scorer = model.get_ref("grid_scorer")
     multiple = grid_length_multiple(model.ops)
-    max_padding = grid_padding_limit(model.ops, model.attrs.get("max_grid_padding"))
+    max_padding = padding_limit(model.ops, model.attrs.get("max_grid_padding"))
     for batch in batch_by_cells(segments, model.attrs["max_grid_cells"], max_padding):
         rows = padding_rows(batch, words.first_rows, multiple)
         padded, lengths = pad_segments(model.ops, words.words, batch, rows)

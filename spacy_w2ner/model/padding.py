@@ -7,13 +7,13 @@ different docs and may overlap (windows), so the padding is a gather by index ar
 one copy per batch, not one per segment. The backward pass is the matching
 scatter-add (``add_unpadded``), where the gradients of overlapping windows add up.
 """
-from typing import Optional, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import numpy as np
 from thinc.api import NumpyOps
 from thinc.types import Floats2d, Floats3d, Ints1d
 
-from ..grid.segments import MAX_PADDING, Segment
+from ..grid.segments import Segment
 from .types import PaddingRows
 
 
@@ -22,18 +22,6 @@ def grid_length_multiple(ops) -> int:
     kernel selection the first time it is met (the padding is masked: results do not
     change), 1 on a CPU, where padding only costs cells."""
     return 1 if isinstance(ops, NumpyOps) else 8
-
-
-def grid_padding_limit(ops, configured: Optional[float]) -> float:
-    """How much a grid batch may be padded (padded cells over its segments' own cells) before
-    segments of other lengths go to a batch of their own: ``configured`` where set, else 1.25 on
-    a CPU, where a padded cell costs what a real one does, and no limit on a GPU, where each
-    grid batch costs milliseconds of host-side launches (an H100 training step of 12 CADEC
-    sentences made 3.2 grid batches and kept the GPU busy 18 ms of its 100:
-    bench/results/gpu-h100-2026-11-26b). ``max_grid_cells`` bounds a batch either way."""
-    if configured is not None:
-        return float(configured)
-    return MAX_PADDING if isinstance(ops, NumpyOps) else float("inf")
 
 
 def all_word_vectors(ops, vectors: Sequence[Floats2d]) -> Tuple[Floats2d, np.ndarray]:

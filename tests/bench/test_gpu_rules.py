@@ -111,3 +111,18 @@ def test_a_missing_batch_size_or_gpu_tests_step_decides_nothing(tmp_path):
     results.write_text("".join(json.dumps(record(size, setting, 1000 + i)) + "\n" for size in (32, 128) for i, setting in enumerate(SETTINGS[size])))
     assert rules.decide(rules.infer_records(results), None)["encoder_cuda_graphs"] is False  # the tests must have run
     assert rules.decide(rules.infer_records(results), True)["encoder_cuda_graphs"] is True
+
+
+def test_a_cg_setting_whose_graphs_all_failed_stands_in_for_eager_passes_of_its_padding(tmp_path):
+    """The loan of 2026-11-27c: MPNet's capture failed, so every cg and ag setting's encoder ran
+    eagerly; cginf then times the eager passes without a limit, which were not timed apart."""
+    failed = {"cuda_graphs": 0, "cuda_graphs_failed": "MPNetModel: Cannot copy between CPU and CUDA tensors"}
+    checks = {name: dict(failed) for name in ("cg1.25", "cginf", "ag1.25", "aginf", "oag1.25", "oaginf", "tag1.25")}
+    decided = write_results(tmp_path, speeds({"b32_cginf": 850, "b128_cginf": 870}), **checks)
+    assert not decided["encoder_cuda_graphs"] and decided["kind_chosen"] == "eager"
+    assert decided["eager_stand_ins"] == {32: {"inf": "cginf"}, 128: {"inf": "cginf"}}  # eager 1.25 was timed itself
+    assert decided["fastest_padding_of_kind"] == {32: "inf", 128: "inf"} and decided["max_pass_padding"] == "inf"
+    slower = write_results(tmp_path, speeds({"b32_cginf": 850, "b128_cginf": 700}), **checks)
+    assert slower["max_pass_padding"] == "1.25" and not slower["max_pass_padding_decided"]
+    recorded = write_results(tmp_path, speeds({"b32_cginf": 850, "b128_cginf": 870}), **{"cginf": {"cuda_graphs": 3}})
+    assert recorded["eager_stand_ins"] == {32: {}, 128: {}}  # graphs were replayed: not an eager run

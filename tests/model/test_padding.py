@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 from spacy.tokens import Doc
 from thinc.api import NumpyOps, Ops
 
-from spacy_w2ner.model.padding import add_unpadded, all_word_vectors, grid_padding_limit, pad_segments, padding_rows
-from spacy_w2ner.grid.segments import batch_by_cells, segment_docs
+from spacy_w2ner.model.padding import add_unpadded, all_word_vectors, pad_segments, padding_rows
+from spacy_w2ner.grid.segments import batch_by_cells, padding_limit, segment_docs
 
 from ..conftest import VOCAB
 
@@ -101,12 +101,12 @@ def test_freed_memory_is_given_back_only_where_the_heap_holds_the_grids():
 def test_grid_batches_are_padded_freely_on_a_gpu_and_by_a_quarter_on_a_cpu():
     """max_grid_padding null: 1.25 on NumpyOps, no limit on other ops (a GPU's); a set value wins.
     Segments of 4 to 40 words make two batches at 1.25 and one without a limit."""
-    assert grid_padding_limit(NumpyOps(), None) == 1.25
-    assert grid_padding_limit(Ops(), None) == float("inf")
-    assert grid_padding_limit(Ops(), 2) == grid_padding_limit(NumpyOps(), 2.0) == 2.0
+    assert padding_limit(NumpyOps(), None) == 1.25
+    assert padding_limit(Ops(), None) == float("inf")
+    assert padding_limit(Ops(), 2) == padding_limit(NumpyOps(), 2.0) == 2.0
     docs = [Doc(VOCAB, words=["w"] * n) for n in (4, 5, 12, 30, 40)]
     segments = segment_docs(docs, 256, 64)
-    on_cpu = list(batch_by_cells(segments, 100_000, grid_padding_limit(NumpyOps(), None)))
-    on_gpu = list(batch_by_cells(segments, 100_000, grid_padding_limit(Ops(), None)))
+    on_cpu = list(batch_by_cells(segments, 100_000, padding_limit(NumpyOps(), None)))
+    on_gpu = list(batch_by_cells(segments, 100_000, padding_limit(Ops(), None)))
     assert len(on_cpu) == 2 and len(on_gpu) == 1 and sorted(s.length for s in on_gpu[0]) == [4, 5, 12, 30, 40]
     assert len(list(batch_by_cells(segments, 40 * 40 * 3, float("inf")))) == 2  # max_grid_cells still bounds a batch
