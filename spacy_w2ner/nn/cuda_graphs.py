@@ -19,12 +19,13 @@ Each ``GraphedPasses`` keeps one graph per bucket, set of other arguments and fl
 (``float32_math``: TF32 or not), all in one memory pool (a replay uses the pool's memory only
 while it runs: inputs are copied in and outputs out around each replay), at most ``max_graphs``
 of them; a pass it cannot replay (on the CPU, over the limit, a module whose forward reads a
-value back to the host, which a capture cannot record) runs as before. A graph reads the
-weights where they were when it was recorded: weights updated in place are read as they are;
-weights given new tensors, or another module, make every graph be recorded again. Which
-layers' outputs the encoder's keep (``top_layers``: the ones the encoder averages) bounds the
-memory its graphs' outputs hold. Turned off (``attach_graphs``), the graphs are kept for when
-they are on again.
+value back to the host, which a capture cannot record) runs as before. A copy from the host
+within a pass (MPNet's relative position buckets) is recorded as a copy on the device of the
+warm-up pass's (``HostCopiesFromWarmUp``). A graph reads the weights where they were when it
+was recorded: weights updated in place are read as they are; weights given new tensors, or
+another module, make every graph be recorded again. Which layers' outputs the encoder's keep
+(``top_layers``: the ones the encoder averages) bounds the memory its graphs' outputs hold.
+Turned off (``attach_graphs``), the graphs are kept for when they are on again.
 """
 import functools
 import threading
