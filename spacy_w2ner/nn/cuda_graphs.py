@@ -196,14 +196,13 @@ class HostCopiesFromWarmUp(TorchDispatchMode):
         host = _host_source(func, args, kwargs)
         if host is None:
             return func(*args, **kwargs)
+        makes_a_tensor = func is torch.ops.aten._to_copy.default  # else copy_ into a device tensor
         if not self._capturing:
             result = func(*args, **kwargs)
-            self._kept.append((host.clone(), (result if func is torch.ops.aten._to_copy.default else args[0]).clone()))
+            self._kept.append((host.clone(), (result if makes_a_tensor else args[0]).clone()))
             return result
         kept = self._take(host)
-        if func is torch.ops.aten._to_copy.default:
-            return kept.clone()
-        return args[0].copy_(kept)
+        return kept.clone() if makes_a_tensor else args[0].copy_(kept)
 
     def _take(self, host: torch.Tensor) -> torch.Tensor:
         """The device value kept for the next copy, whose host value is ``host``."""
@@ -226,14 +225,13 @@ def _host_source(func, args: Sequence, kwargs: Mapping) -> Optional[torch.Tensor
     """The host tensor that an operator copies to a device (``tensor.to(device)``,
     ``device_tensor.copy_(host_tensor)``), or None."""
     if func is torch.ops.aten._to_copy.default:
-        device = kwargs.get("device")
-        source = args[0]
-        return source if source.device.type == "cpu" and device is not None and torch.device(device).type != "cpu" else None
-    if func is torch.ops.aten.copy_.default:
-        target, source = args[0], args[1]
-        if isinstance(source, torch.Tensor) and source.device.type == "cpu" and target.device.type != "cpu":
-            return source
-    return None
+        source, device = args[0], kwargs.get("device")
+        to_a_device = device is not None and torch.device(device).type != "cpu"
+    elif func is torch.ops.aten.copy_.default:
+        source, to_a_device = args[1], args[0].device.type != "cpu"
+    else:
+        return None
+    return source if isinstance(source, torch.Tensor) and source.device.type == "cpu" and to_a_device else None
 
 
 class GraphedPasses:
