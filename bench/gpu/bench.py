@@ -379,7 +379,7 @@ def infer(args) -> None:
 
     def use(setting: str) -> None:
         parts = parse_setting(setting)  # [t][o][cg|ag]N: rules.py owns the grammar
-        encoder.attrs["max_pass_padding"] = float(parts["padding"])
+        encoder.attrs["max_pass_padding"] = None if parts["padding"] == "device" else float(parts["padding"])
         encoder.attrs["cuda_graphs"] = parts["kind"] in ("cg", "ag")
         grid_scorer.attrs["cuda_graphs"] = parts["kind"] == "ag"
         nlp.get_pipe("w2ner").overlap_batches = parts["overlap"]
@@ -663,7 +663,7 @@ def main() -> None:
         p.add_argument("--output", default="")
         p.add_argument("--max-grid-padding", default="config", help="infer: w2ner's max_grid_padding (a number, inf; config: the model's)")
         p.add_argument("--profile", default="", help="infer: PREFIX; the first setting and the fastest run once more each under torch's profiler, into PREFIX-SETTING.txt")
-        p.add_argument("--pass-padding", default="default", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf or default: 1.25; cgN: N with the encoder's CUDA graphs; agN: with the grid network's too; oX: X with w2ner's batches overlapped; tX: X with TF32 matrix products), timed in turn")
+        p.add_argument("--pass-padding", default="device", help="infer: the encoder's max_pass_padding, one or more (space-separated, each a number, inf, default: 1.25 (the default before 2026-11-28), or device: the pipeline's own default, 1.25 on a CPU and none on a GPU; cgN: N with the encoder's CUDA graphs; agN: with the grid network's too; oX: X with w2ner's batches overlapped; tX: X with TF32 matrix products), timed in turn")
         p.set_defaults(run=function)
 
     args = parser.parse_args()

@@ -40,7 +40,8 @@ DEFAULT_PADDING = "1.25"  # rule 3's fallback: the encoder's max_pass_padding be
 def parse_setting(setting: str) -> Dict:
     """``bench.py infer``'s setting ``[t][o][cg|ag]N`` as its parts: TF32, overlapped batches,
     the kind of CUDA graphs ("", "cg": the encoder's, "ag": both networks'), the pass padding
-    (a number or inf; ``default`` is 1.25). ``bench.py`` reads its settings with it too."""
+    (a number or inf; ``default`` is 1.25; ``device``, the pipeline's own default: 1.25 on a CPU,
+    none on a GPU). ``bench.py`` reads its settings with it too."""
     tf32 = setting.startswith("t")
     rest = setting[1:] if tf32 else setting
     overlap = rest.startswith("o")

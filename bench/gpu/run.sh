@@ -170,7 +170,7 @@ train_speed() {
 infer_speed() {  # the 150-step batch-12 models of train-speed
   for setting in $INFER_SETTINGS; do  # PRECISION:BATCH[:gN][:pN]
     set -- ${setting//:/ }
-    local model=$WORK/train-b12-$1/model/model-last grid_padding=config pass_padding=default name="infer-$1-b$2" option
+    local model=$WORK/train-b12-$1/model/model-last grid_padding=config pass_padding=device name="infer-$1-b$2" option
     for option in "${@:3}"; do
       case $option in
         g*) grid_padding=${option#g} ;;

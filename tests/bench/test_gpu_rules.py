@@ -53,6 +53,7 @@ def test_the_settings_parse_into_their_parts():
     assert rules.parse_setting("toag1.25") == {"tf32": True, "overlap": True, "kind": "ag", "padding": "1.25"}
     assert rules.parse_setting("cginf") == {"tf32": False, "overlap": False, "kind": "cg", "padding": "inf"}
     assert rules.parse_setting("default")["padding"] == "1.25" and rules.parse_setting("1.25")["kind"] == ""
+    assert rules.parse_setting("device") == {"tf32": False, "overlap": False, "kind": "", "padding": "device"}
     from spacy_w2ner.grid.segments import MAX_PADDING
 
     assert float(rules.DEFAULT_PADDING) == MAX_PADDING  # what bench.py's "default" predicts with
