@@ -512,6 +512,24 @@ def test_a_captures_copies_from_the_host_are_given_from_the_warm_ups_on_the_devi
     assert torch.equal(captured[2], torch.arange(3).double())
 
 
+@pytest.mark.parametrize("kind, copies", [("mpnet", [((20, 20), torch.int64)]), ("bert", [])])
+def test_mpnets_passes_copy_position_buckets_from_the_host_which_a_capture_takes_from_the_warm_up(kind, copies):
+    """On the meta device (a CPU's stand-in for a GPU) a pass's copies from the host show, which
+    on a CPU are no copies: MPNet makes its relative position buckets on the host in every pass
+    (every MPNet capture failed so on an H100, 2026-11-27), BERT makes none."""
+    encoder = _encoder(kind).to("meta")
+    inputs = square_mask({name: value.to("meta") for name, value in _ids_and_mask(_pass(4, 20, 1)).items()})
+    host_copies = HostCopiesFromWarmUp()
+    with torch.no_grad(), _HostToDeviceCopies() as counted:
+        with host_copies.warming_up():
+            encoder(**inputs)
+        in_the_warm_up = counted.count
+        with host_copies.capturing():
+            encoder(**inputs)
+    assert [(tuple(value.shape), value.dtype) for value in host_copies.device_values()] == copies
+    assert counted.count == in_the_warm_up == len(copies)  # none in the capture
+
+
 @pytest.mark.parametrize(
     "change, message",
     [({"shift": 1}, "copy 1 from the host to the device holds other values"), ({"side": 6}, "copy 1 from the host"),
