@@ -101,7 +101,7 @@ def convert(
         docs = formats.read_corpus(input_format, input_path, nlp, spans_key, **options)
     except ValueError as err:  # bad options (scheme, tag column, tokenizer)
         raise typer.BadParameter(str(err))
-    name = name or (input_path.name if input_path.is_dir() else input_path.stem)
+    name = name or (input_path.resolve().name if input_path.is_dir() else input_path.stem)
     output_path = output_dir / (name + ".spacy")
     summary = _summary(sentence_docs=fmt.one_doc_per != "document")
     try:
@@ -114,9 +114,9 @@ def convert(
 
 
 def _listing_skipped(docs: Iterable) -> Iterator:
-    """Pass docs through, printing each annotation of the source that is not an entity, and each
-    line or element a reader passed over (and why)."""
-    from ..formats.standoff import UNKNOWN, skipped
+    """Pass docs through, printing each annotation of the source that is not an entity, each
+    line or element a reader passed over (and why), and each token split at an annotation's boundary."""
+    from ..formats.standoff import UNKNOWN, skipped, split_tokens_named
 
     for doc in docs:
         name = doc.user_data.get(formats.NAME_KEY, "?")
@@ -124,6 +124,8 @@ def _listing_skipped(docs: Iterable) -> Iterator:
             typer.echo(f"warning: {name}: {doc.user_data[formats.NOT_A_DOCUMENT_KEY]}: not converted", err=True)
         for what, kind, why in skipped(doc):  # what: 'annotation ID', or file:line for a line not read
             typer.echo(f"warning: {what if kind == UNKNOWN else f'{name}: {what}'}: {why}", err=True)
+        for split in split_tokens_named(doc):
+            typer.echo(f"warning: {split}", err=True)
         yield doc
 
 

@@ -21,7 +21,7 @@ SKIPPED_KEY = "w2ner_skipped"  # [[what, kind, why], ...]: what of the source di
 NOT_READ_KEY = "w2ner_not_read"  # {kind: count}: lines, elements, annotations of the source not read
 SOURCE_KEY = "w2ner_source_annotations"  # {entity id: {"label", "ranges", "extra"[, "text"]}}: the source annotation
 RELATIONS_KEY = "w2ner_relations"  # {"format": name, "items": [...]}: relations, written back by that format
-TOKENS_SPLIT_KEY = "w2ner_tokens_split"  # tokens split where an annotation's boundary fell inside one
+TOKENS_SPLIT_KEY = "w2ner_tokens_split"  # [{token, start, end, pieces, by}]: tokens split where an annotation's boundary fell inside one
 SENTENCES_JOINED_KEY = "w2ner_sentences_joined"  # sentence boundaries not set because an entity crosses them
 
 
@@ -85,7 +85,7 @@ class CorpusSummary:
         self.ignored.update(doc.user_data.get(IGNORED_KEY, {}))
         self.repaired += int(doc.user_data.get(REPAIRED_KEY, 0))
         self.relations += len((doc.user_data.get(RELATIONS_KEY) or {}).get("items", []))
-        self.tokens_split += int(doc.user_data.get(TOKENS_SPLIT_KEY, 0))
+        self.tokens_split += tokens_split(doc)
         self.sentences_joined += int(doc.user_data.get(SENTENCES_JOINED_KEY, 0))
         if self.sentence_docs:
             self._sentences += 1
@@ -122,6 +122,13 @@ class CorpusSummary:
         }  # fmt: skip
         result.update((key, value) for key, value in optional.items() if value)
         return result
+
+
+def tokens_split(doc: Doc) -> int:
+    """How many tokens a reader split: the splits named on the doc (``standoff.split_tokens_named``),
+    or the count that DocBins converted before 0.4.0 hold."""
+    value = doc.user_data.get(TOKENS_SPLIT_KEY) or 0
+    return value if isinstance(value, int) else len(value)
 
 
 def summarize(docs: Iterable[Doc], spans_key: str = "w2ner", sentence_docs: bool = False, summary: Optional[CorpusSummary] = None) -> CorpusSummary:

@@ -26,6 +26,8 @@ The ``bioc`` package (the ``[bioc]`` extra) is the data model and encoder of wha
 reading is done here with lxml's pull parser and ``jsonstream``, because bioc's readers keep the
 whole tree in memory and know no line numbers.
 """
+import bisect
+import math
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
@@ -579,10 +581,11 @@ class BioCWriter:
         self.open["annotations"].extend(_plain(a) for a in annotations)
         relations = relations_of(doc, "bioc")
         self.open.setdefault("relation_ids", []).extend(r["id"] for r in relations if r["id"] is not None)
+        known = self._known() if relations else set()
         for relation in relations:
             if relation["at"] is None:
                 self.open.setdefault("relations", []).append(relation)
-            elif self._complete(relation):
+            elif self._complete(relation, known):
                 _add_relation(passages, relation)
         for passage in passages:
             self._put(self.encoding.passage(passage, self.open["passages"]))
@@ -601,16 +604,21 @@ class BioCWriter:
 
     def _close_document(self) -> None:
         if self.open is not None:
-            relations = [_plain_relation(r) for r in self.open.get("relations", []) if self._complete(r)]
+            known = self._known()
+            relations = [_plain_relation(r) for r in self.open.get("relations", []) if self._complete(r, known)]
             self._put(self.encoding.close_document(self.open["annotations"], relations))
             self.open = None
 
-    def _complete(self, relation: Dict[str, Any]) -> bool:
+    def _known(self) -> set:
+        """The ids of the open document's annotations and relations."""
+        return set(self.open["ids"]) | set(self.open.get("relation_ids", []))
+
+    def _complete(self, relation: Dict[str, Any], known: set) -> bool:
         """Whether every node of the relation refers to an annotation or relation of the open
-        document (or to an id its source did not have either); one that does not is named in
-        ``problems``."""
-        known = set(self.open["ids"]) | set(self.open.get("relation_ids", [])) | set(relation.get("unresolved", []))
-        missing = [node["refid"] for node in relation["nodes"] if node["refid"] not in known]
+        document (``known``), or to an id its source did not have either; one that does not is
+        named in ``problems``."""
+        unresolved = set(relation.get("unresolved", []))
+        missing = [node["refid"] for node in relation["nodes"] if node["refid"] not in known and node["refid"] not in unresolved]
         if missing and self.problems is not None:
             self.problems.append(f"document {self.open['id']}: relation {relation['id']} refers to {', '.join(missing)}, not written as an annotation; left out")
         return not missing
@@ -638,9 +646,10 @@ def _bioc_passages(doc: Doc, meta: Dict[str, Any], spans_key: str, used_ids: Lis
     from .standoff import mentions_of
 
     base = meta.get("base", 0)
+    text = doc.text  # built from the tokens on every call: once per doc
 
     def text_at(offset: int, length: Optional[int]) -> Optional[str]:
-        return None if length is None else doc.text[offset - base : offset - base + length]
+        return None if length is None else text[offset - base : offset - base + length]
 
     passages = []
     for saved in meta["passages"]:
@@ -653,21 +662,24 @@ def _bioc_passages(doc: Doc, meta: Dict[str, Any], spans_key: str, used_ids: Lis
             passage.add_sentence(sentence)
         passages.append(passage)
     document_level = []
+    containers = _Containers(passages)
+    used = set(used_ids)
     for mention in mentions_of(doc, spans_key):
-        annotation = _annotation(mention, base, meta.get("type_key", "type"), used_ids)
-        container = None if mention.extra.get("document") else _container(passages, annotation, mention)
+        annotation = _annotation(mention, base, meta.get("type_key", "type"), used_ids, used)
+        container = None if mention.extra.get("document") else containers.of(annotation.locations[0].offset, bool(mention.extra.get("sentence")))
         (document_level if container is None else container.annotations).append(annotation)
     return passages, document_level
 
 
-def _annotation(mention, base: int, type_key: str, used_ids: List[str]):
+def _annotation(mention, base: int, type_key: str, used_ids: List[str], used: set):
     from bioc import BioCAnnotation, BioCLocation
 
     annotation = BioCAnnotation()
     annotation_id = mention.extra.get("source_id") or mention.id or "e0"  # the source's id, repeated or not
-    while annotation_id in used_ids and "source_id" not in mention.extra:
+    while annotation_id in used and "source_id" not in mention.extra:
         annotation_id = f"{mention.id or 'e'}-{len(used_ids)}"
     used_ids.append(annotation_id)
+    used.add(annotation_id)
     annotation.id = annotation_id
     annotation.infons = {type_key: mention.label, **mention.extra.get("infons", {})}
     if mention.score is not None:
@@ -703,17 +715,62 @@ def _xml_relation_element(relation: Dict[str, Any]):
     return element
 
 
-def _container(passages, annotation, mention):
-    """The passage (or sentence) holding the annotation's first location; None: the document."""
-    offset = annotation.locations[0].offset
-    for passage in passages:
-        sentences = [s for s in passage.sentences if s.offset <= offset < s.offset + len(s.text or "") or (s.text is None and s.offset <= offset)]
-        if passage.sentences and (mention.extra.get("sentence") or passage.text is None) and sentences:
-            return sentences[-1]
-        extent = max([passage.offset + len(passage.text or "")] + [s.offset + len(s.text or "") for s in passage.sentences])
-        if passage.offset <= offset < extent:
-            return passage
-    return None
+class _Containers:
+    """Which passage (or sentence) of a document holds an annotation: the first passage, in
+    document order, that holds its first location; a sentence of it where the annotation was read
+    from one (``in_sentence``) or the passage has no text of its own; None: the document.
+
+    Found by bisection where the passages' reaches and their sentences' follow each other (the
+    reader requires it of what it reads), so a document of many passages and sentences is written
+    in linear time; by a scan otherwise."""
+
+    def __init__(self, passages):
+        self.passages = passages
+        self.sentences = [[(s.offset, _sentence_end(s)) for s in p.sentences] for p in passages]
+        self.ends = [max([_passage_end(p)] + [s.offset + len(s.text or "") for s in p.sentences]) for p in passages]
+        reaches = [(min([p.offset] + [a for a, _ in spans]), max([end] + [b for _, b in spans])) for p, end, spans in zip(passages, self.ends, self.sentences)]
+        self.reach_starts, self.reach_ends = ([r[0] for r in reaches], [r[1] for r in reaches]) if _follow(reaches) else (None, None)
+        self.sentence_starts = [[a for a, _ in spans] if _follow(spans) else None for spans in self.sentences]
+
+    def of(self, offset: int, in_sentence: bool):
+        if self.reach_starts is not None:
+            candidates = range(bisect.bisect_right(self.reach_ends, offset), bisect.bisect_right(self.reach_starts, offset))
+        else:
+            candidates = range(len(self.passages))
+        for k in candidates:
+            passage = self.passages[k]
+            if passage.sentences and (in_sentence or passage.text is None):
+                j = self._sentence(k, offset)
+                if j is not None:
+                    return passage.sentences[j]
+            if passage.offset <= offset < self.ends[k]:
+                return passage
+        return None
+
+    def _sentence(self, k: int, offset: int) -> Optional[int]:
+        """The last sentence of passage k that holds ``offset``."""
+        spans, starts = self.sentences[k], self.sentence_starts[k]
+        for j in range(len(spans) - 1 if starts is None else bisect.bisect_right(starts, offset) - 1, -1, -1):
+            start, end = spans[j]
+            if start <= offset < end:
+                return j
+            if starts is not None and end <= offset:
+                return None  # and so do all before it
+        return None
+
+
+def _passage_end(passage) -> int:
+    return passage.offset + len(passage.text or "")
+
+
+def _sentence_end(sentence) -> float:
+    """Where a sentence's text ends (one without text holds all after its offset)."""
+    return math.inf if sentence.text is None else sentence.offset + len(sentence.text)
+
+
+def _follow(extents: List[Tuple[int, float]]) -> bool:
+    """Whether the (start, end) extents' starts and ends both never decrease."""
+    return all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(extents, extents[1:]))
 
 
 class _XML:

@@ -197,8 +197,9 @@ def docs_to_brat(
             continue
         names.add(name)
         where = f"doc {index} ({name!r})"
-        lines = [_ann_line(entity_id, mention, doc.text, where, report) for entity_id, mention in _numbered(mentions_of(doc, spans_key))]
-        written.append(_write_brat_document(out_dir / Path(*relative.parts), doc.text, [line for line in lines if line]))
+        text = doc.text  # built from the tokens on every call: once per doc
+        lines = [_ann_line(entity_id, mention, text, where, report) for entity_id, mention in _numbered(mentions_of(doc, spans_key))]
+        written.append(_write_brat_document(out_dir / Path(*relative.parts), text, [line for line in lines if line]))
     return written
 
 

@@ -168,20 +168,21 @@ def _reporter(problems: Optional[List[str]]):
 def _document_lines(doc: Doc, index: int, spans_key: str, discontinuous: Optional[str], counts: Dict[str, int], report) -> List[str]:
     meta: Dict[str, Any] = doc.user_data.get(PUBTATOR_KEY) or {}
     pmid = str(meta.get("pmid") or doc.user_data.get(NAME_KEY) or f"doc{index}")
-    title_length = meta.get("title_length", doc.text.find("\n") if "\n" in doc.text else len(doc.text))
-    title, abstract = doc.text[:title_length], doc.text[title_length + 1 :]
-    has_abstract = meta.get("abstract", "\n" in doc.text)
-    if any(c in title + abstract for c in "\n\r") or (has_abstract and doc.text[title_length : title_length + 1] != "\n"):
+    text = doc.text  # built from the tokens on every call: once per doc
+    title_length = meta.get("title_length", text.find("\n") if "\n" in text else len(text))
+    title, abstract = text[:title_length], text[title_length + 1 :]
+    has_abstract = meta.get("abstract", "\n" in text)
+    if any(c in title + abstract for c in "\n\r") or (has_abstract and text[title_length : title_length + 1] != "\n"):
         report(f"doc {index} ({pmid}): PubTator holds a title line and an abstract line, and its text has more line breaks; left out")
         return []
     annotations = []
     mentions = mentions_of(doc, spans_key)
     as_read = all("columns" in mention.extra and mention.id.isdigit() for mention in mentions)  # the source's lines: their order
     for mention in mentions:
-        for start, end, text in _pieces(doc, mention, discontinuous, counts, f"doc {index} ({pmid})"):
-            columns = [pmid, str(start), str(end), text, mention.label, *mention.extra.get("columns", [""])]
+        for start, end, piece in _pieces(text, mention, discontinuous, counts, f"doc {index} ({pmid})"):
+            columns = [pmid, str(start), str(end), piece, mention.label, *mention.extra.get("columns", [""])]
             if any(c in column for column in columns[3:] for c in "\t\n\r"):
-                report(f"doc {index} ({pmid}): the {mention.label!r} entity {text!r} has a tab or line break PubTator cannot hold; left out")
+                report(f"doc {index} ({pmid}): the {mention.label!r} entity {piece!r} has a tab or line break PubTator cannot hold; left out")
                 continue
             annotations.append(((int(mention.id) if as_read else 0, start, end, mention.id), "\t".join(columns)))
     annotations.sort(key=lambda pair: pair[0])
@@ -189,11 +190,11 @@ def _document_lines(doc: Doc, index: int, spans_key: str, discontinuous: Optiona
     return [f"{pmid}|t|{title}"] + ([f"{pmid}|a|{abstract}"] if has_abstract else []) + [line for _, line in annotations] + relations
 
 
-def _pieces(doc: Doc, mention: Mention, discontinuous: Optional[str], counts: Dict[str, int], where: str) -> List[Tuple[int, int, str]]:
+def _pieces(text: str, mention: Mention, discontinuous: Optional[str], counts: Dict[str, int], where: str) -> List[Tuple[int, int, str]]:
     """(start, end, text) of the lines of one entity, as ``discontinuous`` says for a discontinuous one."""
     if len(mention.ranges) == 1:
         start, end = mention.ranges[0]
-        return [(start, end, mention.text if mention.text is not None else doc.text[start:end])]
+        return [(start, end, mention.text if mention.text is not None else text[start:end])]
     counts["discontinuous"] += 1
     if discontinuous is None:
         raise ValueError(f"{where}: the {mention.label!r} entity {mention.text!r} is discontinuous, which PubTator cannot hold: choose --discontinuous split, span or skip")
@@ -201,5 +202,5 @@ def _pieces(doc: Doc, mention: Mention, discontinuous: Optional[str], counts: Di
         return []
     if discontinuous == "span":
         start, end = mention.ranges[0][0], mention.ranges[-1][1]
-        return [(start, end, doc.text[start:end])]
-    return [(start, end, doc.text[start:end]) for start, end in mention.ranges]
+        return [(start, end, text[start:end])]
+    return [(start, end, text[start:end]) for start, end in mention.ranges]

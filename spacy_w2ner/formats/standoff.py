@@ -14,8 +14,10 @@ columns; kept for the way back). ``Reading.doc`` makes the Doc, by these rules:
 * **Whitespace at a range's edges** is not aligned (Label Studio selections often end in a
   space); the source's ranges are kept for the way back.
 * **A boundary inside a token** splits that token there with spaCy's retokenizer, so every
-  annotation its authors made becomes an entity (counted: ``TOKENS_SPLIT_KEY``); with
-  ``split_tokens=False`` the annotation is listed instead (``INSIDE_TOKEN``).
+  annotation its authors made becomes an entity; each split is named on the Doc
+  (``TOKENS_SPLIT_KEY``: the token, its pieces, the annotation and its file:line; printed by
+  ``convert`` through ``split_tokens_named``), since a boundary inside a word is often an
+  annotation's mistake. With ``split_tokens=False`` the annotation is listed instead (``INSIDE_TOKEN``).
 * **Sentences.** The reader gives the text's parts: where sentences start that the source states
   (BioC ``<sentence>`` elements, passages, a PubTator abstract) and where spaCy's sentencizer may
   set more (``sentencizer``; without it only the source's sentences are set). A boundary is never
@@ -38,6 +40,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy
+from spacy.attrs import SENT_START
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
@@ -159,15 +163,17 @@ class Reading:
         """The Doc of ``text`` with the mentions that can be entities (module docstring).
 
         ``parts``: (character, sentencize) where the source starts a sentence or a passage, and
-        whether the sentencizer may set boundaries after it (default: the text is one part)."""
+        whether the sentencizer may set boundaries after it (default: the text is one part).
+        Linear in the text's length: ``doc.text`` is built from the tokens on every call, so the
+        text is passed on, never asked of the doc again."""
         doc = tokenize_exactly(text, self.vocab, self.tokenizer, where)
-        given = [(token.idx, False) for token in doc if token.is_sent_start] if doc.has_annotation("SENT_START") else []
+        given = [(doc[i].idx, False) for i in _sentence_starts(doc)]
         parts = sorted((parts if parts is not None else [(0, True)]) + given)
-        mentions = [m for m in mentions if self._text_checked(doc.text, m, skips)]
-        cuts = _cuts(doc, [trimmed(doc.text, s, e) or (s, s) for m in mentions for s, e in m.ranges] + [(p, p) for p, _ in parts])
+        mentions = [m for m in mentions if self._text_checked(text, m, skips)]
+        cuts = _cuts(doc, text, mentions, parts, where)
         if cuts and self.split_tokens:
             doc.user_data[TOKENS_SPLIT_KEY] = _split(doc, cuts)
-        _put(doc, mentions, self.spans_key, skips)
+        _put(doc, text, mentions, self.spans_key, skips)
         set_sentences(doc, parts, self.sentencizer, self.spans_key)
         return doc
 
@@ -188,10 +194,18 @@ def tokenize_exactly(text: str, vocab: Vocab, tokenizer: Optional[Tokenizer], wh
     if doc.text != text:
         raise FormatError(f"{where}: the tokenizer changed the text; character offsets need the exact text")
     if doc.vocab is not vocab:
-        sent_starts = [token.is_sent_start for token in doc] if doc.has_annotation("SENT_START") else None
+        sent_starts = doc.to_array([SENT_START]).astype("int64").tolist() if doc.has_annotation("SENT_START") else None
         words, spaces = [token.text for token in doc], [bool(token.whitespace_) for token in doc]
         doc = Doc(vocab, words=words, spaces=spaces, sent_starts=sent_starts)
     return doc
+
+
+def _sentence_starts(doc: Doc) -> List[int]:
+    """The tokens a sentence starts at, where the doc has sentence boundaries (else none)."""
+    if not len(doc) or not doc.has_annotation("SENT_START"):
+        return []
+    starts = numpy.flatnonzero(doc.to_array([SENT_START]).astype("int64") == 1).tolist()
+    return starts if starts[:1] == [0] else [0, *starts]  # the first token starts one, set or not
 
 
 def whitespace_tokenize(text: str, vocab: Vocab) -> Doc:
@@ -221,34 +235,63 @@ def whitespace_tokenize(text: str, vocab: Vocab) -> Doc:
     return Doc(vocab, words=words, spaces=spaces)
 
 
-def _cuts(doc: Doc, ranges: Iterable[Range]) -> Dict[int, List[int]]:
-    """{token index: characters inside it where a range starts or ends}: where tokens must split."""
+def _cuts(doc: Doc, text: str, mentions: List[Mention], parts: List[Tuple[int, bool]], where: str) -> Dict[int, Dict[int, List[str]]]:
+    """{token index: {character inside it: why it is cut there}}: where tokens must split, at the
+    edges of each mention's ranges and where the source starts a part."""
     starts = [token.idx for token in doc]
-    cuts: Dict[int, set] = {}
-    for start, end in ranges:
-        for char in {start, end}:
-            i = bisect.bisect_right(starts, char) - 1
-            if i >= 0 and starts[i] < char < starts[i] + len(doc[i]) and not doc[i].is_space:
-                cuts.setdefault(i, set()).add(char - starts[i])
-    return {i: sorted(chars) for i, chars in cuts.items()}
+    cuts: Dict[int, Dict[int, List[str]]] = {}
+
+    def cut(char: int, why: str) -> None:
+        i = bisect.bisect_right(starts, char) - 1
+        if i >= 0 and starts[i] < char < starts[i] + len(doc[i]) and not doc[i].is_space:
+            reasons = cuts.setdefault(i, {}).setdefault(char, [])
+            if why not in reasons:
+                reasons.append(why)
+
+    for mention in mentions:
+        for start, end in mention.ranges:
+            edges = trimmed(text, start, end) or (start, start)
+            why = f"{mention.at or where}: annotation {mention.id} ({mention.label}) {text[start:end]!r} at {start}-{end}"
+            for char in sorted(set(edges)):
+                cut(char, why)
+    for char, _ in parts:
+        cut(char, f"{where}: a passage or sentence the source starts at {char}")
+    return cuts
 
 
-def _split(doc: Doc, cuts: Dict[int, List[int]]) -> int:
-    """Split each token at its cuts (spaCy's retokenizer; each piece its own head); how many."""
+def _split(doc: Doc, cuts: Dict[int, Dict[int, List[str]]]) -> List[Dict[str, Any]]:
+    """Split each token at its cuts (spaCy's retokenizer; each piece its own head); each split
+    named: the token, its characters, its pieces and what cut it (``split_tokens_named``)."""
+    splits = []
     with doc.retokenize() as retokenizer:
-        for i, chars in cuts.items():
+        for i, chars in sorted(cuts.items()):
             token = doc[i]
-            edges = [0, *chars, len(token.text)]
+            edges = [0, *(char - token.idx for char in sorted(chars)), len(token.text)]
             pieces = [token.text[a:b] for a, b in zip(edges, edges[1:])]
+            by = [why for char in sorted(chars) for why in chars[char]]
+            splits.append({"token": token.text, "start": token.idx, "end": token.idx + len(token.text), "pieces": pieces, "by": list(dict.fromkeys(by))})
             retokenizer.split(token, pieces, heads=[(token, k) for k in range(len(pieces))])
-    return len(cuts)
+    return splits
 
 
-def _put(doc: Doc, mentions: List[Mention], spans_key: str, skips: "Skips") -> None:
+def split_tokens_named(doc: Doc) -> List[str]:
+    """One line per token a reader split at an annotation's boundary: where (file:line), which
+    annotation, the token and its pieces."""
+    lines = []
+    for split in doc.user_data.get(TOKENS_SPLIT_KEY) or []:
+        if not isinstance(split, dict):  # a count (DocBins converted before 0.4.0)
+            continue
+        pieces = " + ".join(repr(piece) for piece in split["pieces"])
+        for why in split["by"]:
+            lines.append(f"{why} splits the token {split['token']!r} at {split['start']}-{split['end']} into {pieces}")
+    return lines
+
+
+def _put(doc: Doc, text: str, mentions: List[Mention], spans_key: str, skips: "Skips") -> None:
     """Write the mentions that align to tokens as entities (ids kept, unique; extra saved)."""
     entities, ids, extras = [], [], {}
     for mention in mentions:
-        tokens = _aligned_tokens(doc, mention, skips)
+        tokens = _aligned_tokens(doc, text, mention, skips)
         if tokens is None:
             continue
         entity_id = mention.id
@@ -257,7 +300,7 @@ def _put(doc: Doc, mentions: List[Mention], spans_key: str, skips: "Skips") -> N
             mention.extra = {**mention.extra, "source_id": mention.id}
         entities.append((mention.label, tokens, mention.score))
         ids.append(entity_id)
-        extras[entity_id] = _saved(doc.text, mention)
+        extras[entity_id] = _saved(text, mention)
     if entities and any(score is None for _, _, score in entities):
         entities = [(label, tokens, None) for label, tokens, _ in entities]
     set_entities(doc, entities, spans_key, ids=ids)
@@ -275,34 +318,35 @@ def _saved(doc_text: str, mention: Mention) -> Dict[str, Any]:
     return saved
 
 
-def _aligned_tokens(doc: Doc, mention: Mention, skips: "Skips") -> Optional[List[int]]:
+def _aligned_tokens(doc: Doc, text: str, mention: Mention, skips: "Skips") -> Optional[List[int]]:
     tokens: List[int] = []
     for start, end in mention.ranges:
-        span = _token_span(doc, start, end)
+        span = _token_span(doc, text, start, end)
         if span is None:
-            if trimmed(doc.text, start, end) is None:
+            if trimmed(text, start, end) is None:
                 skips.skip(mention.id, EMPTY, f"({mention.label}) {start}-{end} has no text", at=mention.at)
             else:
                 skips.skip(
                     mention.id, INSIDE_TOKEN,
-                    f"({mention.label}) {doc.text[start:end]!r} at {start}-{end} does not start and end on token boundaries "
-                    f"(tokens there: {_tokens_near(doc, start, end)}; tokens are split there unless --no-split-tokens)", at=mention.at,
+                    f"({mention.label}) {text[start:end]!r} at {start}-{end} does not start and end on token boundaries "
+                    f"(tokens there: {_tokens_near(doc, text, start, end)}; tokens are split there unless --no-split-tokens)", at=mention.at,
                 )  # fmt: skip
             return None
         tokens.extend(range(span.start, span.end))
     return sorted(set(tokens))
 
 
-def _token_span(doc: Doc, start: int, end: int):
+def _token_span(doc: Doc, text: str, start: int, end: int):
     """The tokens of [start, end) without whitespace at its edges, or None where they do not align."""
-    edges = trimmed(doc.text, start, end)
+    edges = trimmed(text, start, end)
     span = None if edges is None else doc.char_span(*edges, alignment_mode="strict")
     return span if span is not None and len(span) else None
 
 
-def _tokens_near(doc: Doc, start: int, end: int) -> str:
-    tokens = [t for t in doc if t.idx < max(end, start + 1) and t.idx + len(t) > start]
-    return ", ".join(f"{t.text!r}@{t.idx}" for t in tokens) or "none"
+def _tokens_near(doc: Doc, text: str, start: int, end: int) -> str:
+    edges = trimmed(text, start, end) or (start, max(end, start + 1))
+    span = doc.char_span(*edges, alignment_mode="expand")
+    return ", ".join(f"{t.text!r}@{t.idx}" for t in span or ()) or "none"
 
 
 # ---------------------------------------------------------------- sentences
@@ -332,8 +376,9 @@ def set_sentences(doc: Doc, parts: List[Tuple[int, bool]], sentencizer: bool, sp
         for i in range(entity.tokens[0] + 1, entity.tokens[-1] + 1):
             joined += is_start[i]
             is_start[i] = False
-    for token, value in zip(doc, is_start):
-        token.is_sent_start = value
+    # In one array operation: spaCy's token.is_sent_start setter checks the whole Doc each time.
+    values = numpy.where(is_start, 1, -1).astype("int64").astype("uint64").reshape(-1, 1)
+    doc.from_array([SENT_START], values)
     if joined:
         doc.user_data[SENTENCES_JOINED_KEY] = joined
 
@@ -438,24 +483,25 @@ def mentions_of(doc: Doc, spans_key: str) -> List[Mention]:
     """The doc's entities as mentions: ranges in characters (one per fragment), id, score, and the
     source's ranges, text and extra where the entity is the source annotation unchanged."""
     extras = doc.user_data.get(SOURCE_KEY, {})
+    doc_text = doc.text
     mentions = []
     for entity in get_entities(doc, spans_key):
         entity_id = entity.spans[0].id_ if entity.spans else ""
         saved = extras.get(entity_id)
-        if saved is not None and saved["label"] == entity.label and _tokens_of_ranges(doc, saved["ranges"]) == entity.tokens:
+        if saved is not None and saved["label"] == entity.label and _tokens_of_ranges(doc, doc_text, saved["ranges"]) == entity.tokens:
             ranges = [tuple(r) for r in saved["ranges"]]
-            text = saved.get("text", fragment_text(doc.text, ranges))
+            text = saved.get("text", fragment_text(doc_text, ranges))
             mentions.append(Mention(entity_id, str(entity.label), ranges, text, dict(saved["extra"]), entity.score))
             continue
         ranges = [(doc[start].idx, doc[end - 1].idx + len(doc[end - 1])) for start, end in entity.fragments]
-        mentions.append(Mention(entity_id, str(entity.label), ranges, fragment_text(doc.text, ranges), {}, entity.score))
+        mentions.append(Mention(entity_id, str(entity.label), ranges, fragment_text(doc_text, ranges), {}, entity.score))
     return mentions
 
 
-def _tokens_of_ranges(doc: Doc, ranges: Sequence[Sequence[int]]) -> Optional[Tuple[int, ...]]:
+def _tokens_of_ranges(doc: Doc, text: str, ranges: Sequence[Sequence[int]]) -> Optional[Tuple[int, ...]]:
     tokens = set()
     for start, end in ranges:
-        span = _token_span(doc, start, end)
+        span = _token_span(doc, text, start, end)
         if span is None:
             return None
         tokens.update(range(span.start, span.end))

@@ -5,6 +5,7 @@ and below, shaded by the model's probability. Gold cells are outlined, and they 
 (``spacy_w2ner.grid.gold_cells``), so the picture outlines exactly the cells training is taught:
 where two labels claim one THW cell, the first entity's label, as in the training targets.
 """
+import bisect
 import html
 from typing import Dict, Iterable, List, Optional, Sequence
 
@@ -116,12 +117,16 @@ def grid_figures(nlp, docs: Sequence[Doc], spans_key: str, gold: Optional[Sequen
             doc = component(doc)
         prepared.append(doc)
     figures = []
+    gold = None if gold is None else [sorted(entities, key=lambda e: e.tokens[0]) for entities in gold]
+    firsts = None if gold is None else [[e.tokens[0] for e in entities] for entities in gold]
     for segment, probs in grid_probabilities(pipe.model, prepared):
         doc = prepared[segment.doc_index]
         words = [t.text for t in doc[segment.start : segment.end]]
-        within = [] if gold is None else [
-            segment.to_segment(e) for e in gold[segment.doc_index] if segment.contains(e.tokens)
-        ]
+        within = []
+        if gold is not None:  # the gold entities that start in the segment, found by bisection
+            entities, starts = gold[segment.doc_index], firsts[segment.doc_index]
+            candidates = entities[bisect.bisect_left(starts, segment.start) : bisect.bisect_left(starts, segment.end)]
+            within = [segment.to_segment(e) for e in candidates if segment.contains(e.tokens)]
         svg = render_grid(words, probs, pipe.labels, gold=within)
         figures.append(f'<figure style="margin: 1rem 0">{svg}<figcaption style="font-size: 0.8em; color: #555">'
                        f'Tokens {segment.start}-{segment.end - 1}. {grid_legend(pipe.labels)}'

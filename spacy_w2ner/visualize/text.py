@@ -8,10 +8,12 @@ the entity at its start and each later fragment. Rows are chosen so that no two 
 The other pictures build on this module: ``label_colors`` gives every picture the same colour per
 label, and ``html_page`` wraps any of them into a standalone page.
 """
+import bisect
 import html
+import itertools
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from spacy.displacy.render import SpanRenderer
 from spacy.displacy.templates import TPL_PAGE, TPL_SPAN, TPL_SPAN_SLICE, TPL_SPAN_START, TPL_SPANS
@@ -90,7 +92,7 @@ class EntityRenderer(SpanRenderer):
     def render_doc(self, doc: Doc, drawn: List[Drawn], title: Optional[str] = None) -> str:
         """One document's markup (a displaCy ``spans`` div), with an escaped title."""
         place_in_rows(drawn, doc)
-        markup = "".join(self._token_markup(token, [d for d in drawn if _extent(d, token.i)]) for token in doc)
+        markup = "".join(self._token_markup(token, over) for token, over in zip(doc, _drawn_over_each_token(drawn, len(doc))))
         markup = TPL_SPANS.format(content=markup or "<em>(empty document)</em>", dir=self.direction)
         if title:
             markup = f'<h3 style="margin: 0 0 0.5rem 0">{html.escape(title)}</h3>' + markup
@@ -106,7 +108,7 @@ class EntityRenderer(SpanRenderer):
         slices, starts = [], []
         for d in sorted(drawn, key=lambda d: d.slot):
             top = self.top_offset + self.offset_step * (d.slot - 1)
-            if token.i in d.entity.tokens:
+            if _holds(d.entity.tokens, token.i):
                 slices.append(TPL_SPAN_SLICE.format(bg=d.color, top_offset=top))
                 if token.i == d.entity.tokens[0]:
                     starts.append(TPL_START.format(bg=d.color, top_offset=top, label=d.caption, kb_link=""))
@@ -119,22 +121,40 @@ class EntityRenderer(SpanRenderer):
                                total_height=height) + trailing
 
 
-def _extent(drawn: Drawn, i: int) -> bool:
-    """Whether token i lies between the entity's first and last token (a fragment or a gap)."""
-    return drawn.entity.tokens[0] <= i <= drawn.entity.tokens[-1]
+def _drawn_over_each_token(drawn: List[Drawn], n_tokens: int) -> Iterator[List[Drawn]]:
+    """For each token in order, the entities whose extent (first to last token: its fragments and
+    gaps) holds it, in one sweep (linear in the tokens and the entities' extents)."""
+    by_start = sorted(drawn, key=lambda d: d.entity.tokens[0])
+    active: List[Drawn] = []
+    k = 0
+    for i in range(n_tokens):
+        while k < len(by_start) and by_start[k].entity.tokens[0] <= i:
+            active.append(by_start[k])
+            k += 1
+        if active:
+            active = [d for d in active if d.entity.tokens[-1] >= i]
+        yield active
+
+
+def _holds(tokens: Sequence[int], i: int) -> bool:
+    """Whether sorted ``tokens`` has ``i`` (by bisection: an entity may have many tokens)."""
+    k = bisect.bisect_left(tokens, i)
+    return k < len(tokens) and tokens[k] == i
 
 
 def place_in_rows(drawn: List[Drawn], doc: Doc) -> None:
     """Give each entity the lowest row (1, 2, ...) free over its extent and its label's width,
     longer entities first: nested entities stack, a discontinuous entity keeps one row across
-    its gaps, and no two labels overlap."""
-    placed: List[Tuple[int, int, Drawn]] = []
+    its gaps, and no two labels overlap. One sweep in order of the first token: only the rows of
+    entities placed before that reach this one's first token are taken."""
+    reaching: List[Tuple[int, int]] = []  # (last token, row) of the entities placed so far that may still overlap
     for d in sorted(drawn, key=lambda d: (d.entity.tokens[0], -(d.entity.tokens[-1] - d.entity.tokens[0]), d.number)):
         first = d.entity.tokens[0]
         last = max(d.entity.tokens[-1], _label_end(doc, first, _width(html.unescape(d.caption), 6.2) + 12))
-        taken = {other.slot for start, end, other in placed if start <= last and first <= end}
-        d.slot = next(slot for slot in range(1, len(placed) + 2) if slot not in taken)
-        placed.append((first, last, d))
+        reaching = [(end, slot) for end, slot in reaching if end >= first]
+        taken = {slot for _, slot in reaching}
+        d.slot = next(slot for slot in itertools.count(1) if slot not in taken)
+        reaching.append((last, d.slot))
 
 
 def _width(text: str, per_char: float) -> float:

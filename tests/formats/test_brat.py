@@ -8,7 +8,7 @@ import spacy
 from spacy_w2ner import get_entities
 from spacy_w2ner.formats import IGNORED_KEY, NAME_KEY, FormatError, docs_to_brat, read_brat, read_brat_collection, read_dai_text, summarize, write_docbin
 
-from spacy_w2ner.formats.standoff import skipped
+from spacy_w2ner.formats.standoff import skipped, split_tokens_named
 
 from ..conftest import NLP, VOCAB, cli, docbin_docs, entities, summary_line, words, write
 from ..samples import BRAT_ANN, BRAT_TEXT
@@ -48,7 +48,12 @@ def test_brat_discontinuous_entity_ids_and_ignored_annotations(tmp_path):
 def test_brat_whitespace_tokenizer(tmp_path):
     # whitespace tokens: "ankles." is one token, split where the fragment "ankles" ends
     doc = brat_doc(tmp_path, tokenizer=None)
-    assert words(doc)[5:9] == ["and", "ankles", ".", "\n"] and doc.user_data["w2ner_tokens_split"] == 2  # ankles. fever.
+    assert words(doc)[5:9] == ["and", "ankles", ".", "\n"]
+    assert [line.split(": ", 1)[1] for line in split_tokens_named(doc)] == [  # file:line: which annotation, which token, where
+        "annotation T1 (ADR) 'ankles' at 24-30 splits the token 'ankles.' at 24-31 into 'ankles' + '.'",
+        "annotation T2 (SYM) 'fever' at 35-40 splits the token 'fever.' at 35-41 into 'fever' + '.'",
+    ]
+    assert [line.split(": ", 1)[0] for line in split_tokens_named(doc)] == [f"{tmp_path / 'doc.ann'}:1", f"{tmp_path / 'doc.ann'}:2"]
     assert entities(doc) == [("ADR", (2, 3, 4, 6)), ("SYM", (10,))]
     doc = brat_doc(tmp_path, tokenizer=None, split_tokens=False)
     assert entities(doc) == [] and [kind for _, kind, _ in skipped(doc)] == ["boundary inside a token"] * 2

@@ -48,7 +48,11 @@ def test_every_annotation_and_relation_comes_back(tmp_path, name, options, expec
     assert {key: counts.get(key) for key in expected} == expected
     assert "ignored_annotations" not in counts  # no annotation lost
     assert counts["sentences"] >= counts["documents"]
-    listed = [int(line) for line in re.findall(rf"^warning: {re.escape(str(source))}:(\d+): ", result.stderr, re.M)]
+    at_lines = re.findall(rf"^warning: {re.escape(str(source))}:(\d+): (.*)$", result.stderr, re.M)
+    # Each split named at the annotation (or passage) that made it: each token split, once or more.
+    splits = {(why.split(": ")[0], why.split(" splits the token ")[1]) for _, why in at_lines if " splits the token " in why}
+    assert len(splits) == counts.get("tokens_split", 0)
+    listed = [int(line) for line, why in at_lines if " splits the token " not in why]
     assert listed == unknown_lines
     converted = tmp_path / (source.stem + ".spacy")
     if input_format(name) == "pubtator":

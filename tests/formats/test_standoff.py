@@ -5,8 +5,8 @@ import pytest
 import spacy
 
 from spacy_w2ner import get_entities
-from spacy_w2ner.formats import FormatError
-from spacy_w2ner.formats.standoff import Mention, Reading, skipped, text_matches
+from spacy_w2ner.formats import FormatError, summarize
+from spacy_w2ner.formats.standoff import Mention, Reading, skipped, split_tokens_named, text_matches
 
 from ..conftest import VOCAB
 
@@ -49,7 +49,12 @@ def test_tokens_split_at_annotation_boundaries_every_annotation_arrives():
     skips = reading().skips("t")
     doc = reading().doc(text, mentions, skips, "t")
     assert [(e.label, e.text) for e in get_entities(doc)] == [("Disease", "chronic hepatitis C"), ("Gene", "hGRalpha"), ("Mutation", "F737L")]
-    assert doc.text == text and doc.user_data["w2ner_tokens_split"] == 2  # 'C.' and 'hGRalphaF737L'
+    assert doc.text == text and split_tokens_named(doc) == [
+        "t: annotation 1 (Disease) 'chronic hepatitis C' at 4-23 splits the token 'C.' at 22-24 into 'C' + '.'",
+        "t: annotation 2 (Mutation) 'F737L' at 33-38 splits the token 'hGRalphaF737L' at 25-38 into 'hGRalpha' + 'F737L'",
+        "t: annotation 3 (Gene) 'hGRalpha' at 25-33 splits the token 'hGRalphaF737L' at 25-38 into 'hGRalpha' + 'F737L'",
+    ]
+    assert summarize([doc]).tokens_split == 2
     assert not doc.has_annotation("HEAD")  # no parse made up by the retokenizer
     doc = reading(split_tokens=False).doc(text, mentions, reading().skips("t"), "t")
     assert get_entities(doc) == [] and [kind for _, kind, _ in skipped(doc)] == ["boundary inside a token"] * 3
