@@ -53,11 +53,7 @@ def visualize(
 ):
     """Write an error page: each document's gold and predicted entities (correct, missed and
     spurious told apart), with P/R/F per label, discontinuous and overlapping F on top."""
-    from spacy.training import Example
-
-    from ..formats.readers import same_tokens
-    from ..scorer import score_entities
-    from ..visualize import error_page
+    from ..visualize import predicted_error_page
 
     try:
         import spacy
@@ -69,11 +65,8 @@ def visualize(
     gold = _read_docbin(data, nlp.lang)
     gold = gold[:limit] if limit else gold
     _check_spans_key(gold, spans_key, str(data))
-    predicted = nlp.pipe(same_tokens(doc, nlp.vocab) for doc in gold)
-    examples = [Example(doc, reference) for doc, reference in zip(predicted, gold)]
-    scores = score_entities(examples, spans_key=spans_key)
-    names = [doc.user_data.get("w2ner_name") or f"doc {k}" for k, doc in enumerate(gold)]
+    page, scores = predicted_error_page(nlp, gold, spans_key, errors_only=errors_only)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(error_page(examples, scores, spans_key, errors_only=errors_only, names=names), encoding="utf8")
-    typer.echo(f"{data} -> {output}: {len(examples)} documents, F {100 * scores[f'{spans_key}_f']:.2f}")
+    output.write_text(page, encoding="utf8")
+    typer.echo(f"{data} -> {output}: {len(gold)} documents, F {100 * scores[f'{spans_key}_f']:.2f}")
 

@@ -42,6 +42,9 @@ class DocBinStream:
         self._files = {name: open(Path(self._spool.name) / name, "w+b") for name in ("tokens", "spaces", *PARTS)}
         self._lengths = array("i")
         self._strings: set = set()
+        # srsly.msgpack_dumps' packer, made once: srsly makes one per call, and each looks its
+        # encoders up in the entry points (about a millisecond where many packages are installed).
+        self._pack = srsly.msgpack.Packer(use_bin_type=True).pack
         empty = DocBin()
         self.attrs, self.version = empty.attrs, empty.version
 
@@ -50,7 +53,7 @@ class DocBinStream:
         self._files["tokens"].write(one.tokens[0].tobytes("C"))
         self._files["spaces"].write(one.spaces[0].tobytes("C"))
         for name in PARTS:
-            self._files[name].write(srsly.msgpack_dumps(getattr(one, name)[0]))
+            self._files[name].write(self._pack(getattr(one, name)[0]))
         self._lengths.append(len(doc))
         self._strings.update(one.strings)
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
-from spacy.attrs import SENT_START
+from spacy.attrs import IDX, NORM, SENT_START
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
@@ -172,7 +172,8 @@ class Reading:
         mentions = [m for m in mentions if self._text_checked(text, m, skips)]
         cuts = _cuts(doc, text, mentions, parts, where)
         if cuts and self.split_tokens:
-            doc.user_data[TOKENS_SPLIT_KEY] = _split(doc, cuts)
+            doc, splits = split_tokens(doc, cuts)
+            doc.user_data[TOKENS_SPLIT_KEY] = splits
         _put(doc, text, mentions, self.spans_key, skips)
         set_sentences(doc, parts, self.sentencizer, self.spans_key)
         return doc
@@ -238,7 +239,7 @@ def whitespace_tokenize(text: str, vocab: Vocab) -> Doc:
 def _cuts(doc: Doc, text: str, mentions: List[Mention], parts: List[Tuple[int, bool]], where: str) -> Dict[int, Dict[int, List[str]]]:
     """{token index: {character inside it: why it is cut there}}: where tokens must split, at the
     edges of each mention's ranges and where the source starts a part."""
-    starts = [token.idx for token in doc]
+    starts = doc.to_array(IDX).tolist()  # no Token object per token
     cuts: Dict[int, Dict[int, List[str]]] = {}
 
     def cut(char: int, why: str) -> None:
@@ -259,19 +260,44 @@ def _cuts(doc: Doc, text: str, mentions: List[Mention], parts: List[Tuple[int, b
     return cuts
 
 
-def _split(doc: Doc, cuts: Dict[int, Dict[int, List[str]]]) -> List[Dict[str, Any]]:
-    """Split each token at its cuts (spaCy's retokenizer; each piece its own head); each split
-    named: the token, its characters, its pieces and what cut it (``split_tokens_named``)."""
+def split_tokens(doc: Doc, cuts: Dict[int, Dict[int, List[str]]]) -> Tuple[Doc, List[Dict[str, Any]]]:
+    """The doc with each token split at its cuts, and each split named: the token, its characters,
+    its pieces and what cut it (``split_tokens_named``).
+
+    The Doc is made anew from its words, in one pass: spaCy's retokenizer shifts the whole Doc for
+    each split, so a long document with a split every few hundred tokens took quadratic time. What
+    a tokenizer sets is kept as the retokenizer keeps it: a token's norm (a piece's is its text's),
+    sentence starts (the first piece's is the token's; a later piece starts none), the user data."""
+    words: List[str] = []
+    spaces: List[bool] = []
+    kept: List[int] = []  # for each new token, the old token it is (-1: a piece after a token's first)
     splits = []
-    with doc.retokenize() as retokenizer:
-        for i, chars in sorted(cuts.items()):
-            token = doc[i]
-            edges = [0, *(char - token.idx for char in sorted(chars)), len(token.text)]
-            pieces = [token.text[a:b] for a, b in zip(edges, edges[1:])]
-            by = [why for char in sorted(chars) for why in chars[char]]
-            splits.append({"token": token.text, "start": token.idx, "end": token.idx + len(token.text), "pieces": pieces, "by": list(dict.fromkeys(by))})
-            retokenizer.split(token, pieces, heads=[(token, k) for k in range(len(pieces))])
-    return splits
+    for token in doc:
+        chars = cuts.get(token.i)
+        if not chars:
+            words.append(token.text)
+            spaces.append(bool(token.whitespace_))
+            kept.append(token.i)
+            continue
+        edges = [0, *(char - token.idx for char in sorted(chars)), len(token.text)]
+        pieces = [token.text[a:b] for a, b in zip(edges, edges[1:])]
+        by = [why for char in sorted(chars) for why in chars[char]]
+        splits.append({"token": token.text, "start": token.idx, "end": token.idx + len(token.text), "pieces": pieces, "by": list(dict.fromkeys(by))})
+        words += pieces
+        spaces += [False] * (len(pieces) - 1) + [bool(token.whitespace_)]
+        kept += [-token.i - 2] + [-1] * (len(pieces) - 1)
+    split = Doc(doc.vocab, words=words, spaces=spaces)
+    old = doc.to_array([NORM, SENT_START]).astype("int64").reshape(len(doc), 2)
+    kept_rows = numpy.asarray(kept, dtype="int64")  # i: token i; -i-2: the first piece of token i; -1: a later piece
+    values = numpy.zeros((len(words), 2), dtype="int64")  # norm 0: the lexeme's (the piece's text's)
+    values[kept_rows >= 0] = old[kept_rows[kept_rows >= 0]]
+    values[kept_rows <= -2, 1] = old[-kept_rows[kept_rows <= -2] - 2, 1]
+    if doc.has_annotation("SENT_START"):
+        values[kept_rows == -1, 1] = -1
+    columns = [0, 1] if doc.has_annotation("SENT_START") else [0]
+    split.from_array([(NORM, SENT_START)[c] for c in columns], values[:, columns].astype("uint64"))
+    split.user_data.update(doc.user_data)
+    return split, splits
 
 
 def split_tokens_named(doc: Doc) -> List[str]:
@@ -359,7 +385,7 @@ def set_sentences(doc: Doc, parts: List[Tuple[int, bool]], sentencizer: bool, sp
     (``sentencize=False``), the doc gets no sentence boundaries."""
     if not len(doc) or not (sentencizer or any(not sentencize for _, sentencize in parts)):
         return
-    starts = [token.idx for token in doc]
+    starts = doc.to_array(IDX).tolist()  # no Token object per token
     is_start = [False] * len(doc)
     for char, _ in parts:
         _mark(doc, is_start, bisect.bisect_left(starts, char))

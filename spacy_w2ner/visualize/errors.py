@@ -6,7 +6,9 @@ drawn in running text (``text.EntityRenderer``) in its status's colour and with 
 """
 import html
 from collections import Counter
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
+
+from spacy.tokens import Doc
 
 from ..entities import Entity, aligned_gold_entities, get_entities
 from .text import LEGEND, TPL_DOC, Drawn, EntityRenderer, caption, html_page
@@ -25,6 +27,21 @@ def doc_errors(gold: Sequence[Entity], predicted: Sequence[Entity]) -> Dict[str,
         "missed": [e for e in gold if e not in predicted_set],
         "spurious": [e for e in predicted if e not in gold_set],
     }
+
+
+def predicted_error_page(nlp, gold: Sequence[Doc], spans_key: str = "w2ner", errors_only: bool = False) -> Tuple[str, Dict]:
+    """The error page of ``nlp``'s predictions on the gold docs' tokens, and the scores (the
+    ``visualize`` command's work once the pipeline and the docs are loaded)."""
+    from spacy.training import Example
+
+    from ..formats.readers import same_tokens
+    from ..scorer import score_entities
+
+    predicted = nlp.pipe(same_tokens(doc, nlp.vocab) for doc in gold)
+    examples = [Example(doc, reference) for doc, reference in zip(predicted, gold)]
+    scores = score_entities(examples, spans_key=spans_key)
+    names = [doc.user_data.get("w2ner_name") or f"doc {k}" for k, doc in enumerate(gold)]
+    return error_page(examples, scores, spans_key, errors_only=errors_only, names=names), scores
 
 
 def error_page(examples, scores: Dict, spans_key: str = "w2ner", errors_only: bool = False, names=None) -> str:

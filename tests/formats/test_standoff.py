@@ -1,6 +1,8 @@
 """The one rule by which annotations at character offsets become entities (spacy_w2ner/formats/standoff.py):
 texts as other tools write them, tokens split at annotation boundaries, sentences never cut inside
 an entity, and what cannot be read listed."""
+import random
+
 import pytest
 import spacy
 
@@ -90,3 +92,38 @@ def test_what_cannot_be_read_is_listed_and_strict_stops_at_the_first():
     assert (doc.user_data["w2ner_ignored"], doc.user_data["w2ner_not_read"]) == ({"text differs from its offsets": 1}, {"unknown line or element": 1})
     with pytest.raises(FormatError, match=r"^f.txt:3: a line of no kind; passed over \(--strict\)$"):
         reading(strict=True).skips("f.txt:1").unknown("f.txt:3", "a line of no kind; passed over")
+
+
+def test_tokens_split_as_spacy_s_retokenizer_splits_them_in_one_pass():
+    """split_tokens makes the Doc anew in one pass (the retokenizer shifts the Doc for each split:
+    quadratic on a long document) with what the retokenizer gives: words, spaces, norms (a
+    piece's is its text's), the first piece's sentence start; a later piece starts no sentence."""
+    from spacy_w2ner.formats.standoff import split_tokens
+
+    nlp = spacy.blank("en")
+    rng = random.Random(1)
+    pool = ["Lipitor", "don't", "hGRalphaF737L", "C.", "ankles.", "U.S.", "pain", "x"]
+    for _ in range(200):
+        doc = nlp(" ".join(rng.choice(pool) for _ in range(rng.randint(1, 10))))
+        if rng.random() < 0.5:
+            for token in doc:
+                token.is_sent_start = token.i == 0 or rng.random() < 0.3
+        cuts = {t.i: {t.idx + c: ["why"] for c in rng.sample(range(1, len(t)), rng.randint(1, len(t) - 1))}
+                for t in doc if len(t) > 1 and rng.random() < 0.4}  # fmt: skip
+        expected = doc.copy()
+        with expected.retokenize() as retokenizer:
+            for i, chars in cuts.items():
+                edges = [0, *sorted(c - expected[i].idx for c in chars), len(expected[i])]
+                pieces = [expected[i].text[a:b] for a, b in zip(edges, edges[1:])]
+                retokenizer.split(expected[i], pieces, heads=[(expected[i], k) for k in range(len(pieces))])
+        split, named = split_tokens(doc, cuts)
+        assert [(t.text, t.whitespace_, t.norm_) for t in split] == [(t.text, t.whitespace_, t.norm_) for t in expected]
+        assert split.has_annotation("SENT_START") == doc.has_annotation("SENT_START") and not split.has_annotation("HEAD")
+        firsts, k = set(), 0  # where each token (or its first piece) is in the split doc
+        for token in doc:
+            firsts.add(k)
+            k += 1 + len(cuts.get(token.i, ()))
+        later = set(range(len(split))) - firsts
+        assert [t.is_sent_start for t in split if t.i not in later] == [t.is_sent_start for t in expected if t.i not in later]
+        assert all(split[i].is_sent_start is (False if doc.has_annotation("SENT_START") else None) for i in later)
+        assert [(s["token"], len(s["pieces"])) for s in named] == [(doc[i].text, len(chars) + 1) for i, chars in sorted(cuts.items())]
