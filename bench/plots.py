@@ -10,6 +10,7 @@ regenerates all (or the named) plots from the committed JSON, each beside the JS
 | speed | bench/results/speed.png | cpu-throughput*.json, cpu-optimize.json, cpu-annotate.json, cpu-annotate-r3.json, gpu-h100-2026-11-23/*.jsonl |
 | memory | bench/results/memory-by-length.png | cpu-long-doc.json, cpu-long-doc-optimize.json, cpu-long-doc-after-corpus.json, cpu-annotate-memory-trend.json |
 | serve | bench/results/serve-load.png | cpu-serve.json, cpu-serve-optimize.json |
+| scaling | bench/results/scaling.png | cpu-scaling.json (bench/scaling.py) |
 
 The benchmark scripts call ``plot_after_run`` once their JSON is written. Every number drawn comes
 from those files, except the figures in ``CITED_F1`` and ``CITED_SPEED``: published figures and
@@ -651,10 +652,63 @@ def plot_serve_load(serve: Path = BENCH_RESULTS / "cpu-serve.json", variants: Op
 
 
 # ---------------------------------------------------------------------------------------------
+# scaling.png
+
+SCALING_GOAL = 1.15  # issue 69: every path's fitted exponent at most this
+
+
+def plot_scaling(scaling: Path = BENCH_RESULTS / "cpu-scaling.json", output: Path = BENCH_RESULTS / "scaling.png") -> Path:
+    """Every path that takes one document against its length (bench/scaling.py's cpu-scaling.json):
+    the exponent of time against tokens fitted over the sizes, per path and shape, beside the
+    goal (1.15; 1 is linear, 2 quadratic), and the seconds and peak RSS growth at the largest size."""
+    data = read_json(scaling)
+    exponents = need(data, scaling, "exponents")
+    cases = need(data, scaling, "cases")
+    largest = max(case["tokens"] for case in cases)
+    paths = list(dict.fromkeys(key.split(" | ")[0] for key in exponents))
+    shapes = list(dict.fromkeys(key.split(" | ")[1] for key in exponents))
+    at_largest = {(c["path"], c["shape"]): c for c in cases if c["tokens"] == largest}
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 0.32 * len(paths) + 2), sharey=True)
+    shade = {shape: colour for shape, colour in zip(shapes, (COLOURS["w2ner"], COLOURS["w2ner-variant"]))}
+    height = 0.8 / len(shapes)
+    for k, shape in enumerate(shapes):
+        ys = [-row + 0.4 - height * (k + 0.5) for row in range(len(paths))]
+        values = [
+            [exponents.get(f"{path} | {shape}", math.nan) for path in paths],
+            [at_largest.get((path, shape), {}).get("seconds", math.nan) for path in paths],
+            [at_largest.get((path, shape), {}).get("rss_growth_mb", math.nan) for path in paths],
+        ]
+        for ax, row_values in zip(axes, values):
+            ax.barh(ys, row_values, height=height * 0.9, color=shade[shape], label=shape)
+            for y, value in zip(ys, row_values):
+                if not math.isnan(value):
+                    ax.annotate(f"{value:.2f}" if ax is axes[0] else figure_number(value), (value, y), xytext=(3, 0),
+                                textcoords="offset points", va="center", fontsize=7.5)  # fmt: skip
+    axes[0].axvline(1.0, color="#444", linewidth=0.8, linestyle=":")
+    axes[0].axvline(SCALING_GOAL, color="#c0392b", linewidth=1.2, linestyle="--", label=f"goal: at most {SCALING_GOAL}")
+    axes[0].set_yticks([-row for row in range(len(paths))], paths)
+    axes[0].set_xlabel("exponent of time against tokens (1: linear)")
+    axes[1].set_xlabel(f"seconds at {largest:,} tokens")
+    axes[2].set_xlabel(f"peak RSS growth (MB) at {largest:,} tokens")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=9, loc="upper right", ncol=len(labels), frameon=False)
+    for ax in axes:
+        ax.grid(axis="x", alpha=0.3)
+        low, high = ax.get_xlim()
+        ax.set_xlim(min(0, low), high * 1.12)
+    sizes = sorted({case["tokens"] for case in cases})
+    fig.suptitle(f"One document of {', '.join(f'{n:,}' for n in sizes)} tokens, each path in a fresh process\n"
+                 f"({data.get('machine', {}).get('cpu', 'CPU')}, {data.get('threads', '?')} torch thread(s); {data.get('model', '')})", fontsize=11, x=0.02, ha="left")  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return save(fig, output)
+
+
+# ---------------------------------------------------------------------------------------------
 # Command line and the benchmark scripts' hook
 
-PLOTS = {"accuracy": plot_accuracy_by_seed, "speed": plot_speed, "memory": plot_memory_by_length, "serve": plot_serve_load}
-PLOT_FILES = {"accuracy": "accuracy-by-seed.png", "speed": "speed.png", "memory": "memory-by-length.png", "serve": "serve-load.png"}
+PLOTS = {"accuracy": plot_accuracy_by_seed, "speed": plot_speed, "memory": plot_memory_by_length, "serve": plot_serve_load, "scaling": plot_scaling}
+PLOT_FILES = {"accuracy": "accuracy-by-seed.png", "speed": "speed.png", "memory": "memory-by-length.png", "serve": "serve-load.png", "scaling": "scaling.png"}
 
 
 def plot_after_run(name: str, **sources) -> Optional[Path]:

@@ -6,10 +6,12 @@ an entity every few dozen tokens (a discontinuous one every fourth, a nested one
 now and then an annotation whose boundary falls inside a word, so that readers split a token).
 Each path (``PATHS``) is timed on it in a fresh process, so that its peak RSS is its own:
 
-    python bench/scaling.py --model training/demo/model-best --output bench/results/scaling.json
+    python bench/scaling.py --output bench/results/cpu-scaling.json
 
 prints a table of seconds and peak RSS growth per path, shape and size, and the exponent of time
-against tokens fitted over the sizes (1: linear; goal: at most 1.15). ``--plot`` draws it.
+against tokens fitted over the sizes (1: linear; goal: at most 1.15), writes the JSON and draws
+bench/results/scaling.png beside it. The model paths run a small CNN pipeline trained first
+(``small_pipeline``), or ``--model DIR``.
 tests/bench/test_scaling.py runs every path at N and 8N tokens in the default test suite.
 """
 import argparse
@@ -545,9 +547,13 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES)
     parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS), metavar="PATH")
     parser.add_argument("--output", type=Path, help="the JSON to write (and its plot beside it)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the model paths (1: a loaded machine's other work does not thrash them)")
     parser.add_argument("--case", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
+        import torch
+
+        torch.set_num_threads(args.threads)
         print(json.dumps(run_case(args.case[0], args.case[1], int(args.case[2]), args.model)))
         return
     with tempfile.TemporaryDirectory() as work:
@@ -556,7 +562,7 @@ def main() -> None:
         for path in args.paths:
             for shape in args.shapes:
                 for n_tokens in args.sizes:
-                    command = [sys.executable, __file__, "--case", path, shape, str(n_tokens), "--model", model]
+                    command = [sys.executable, __file__, "--case", path, shape, str(n_tokens), "--model", model, "--threads", str(args.threads)]
                     done = subprocess.run(command, capture_output=True, text=True)
                     if done.returncode:
                         sys.exit(f"{path} ({shape}, {n_tokens} tokens) failed:\n{done.stderr[-3000:]}")
@@ -570,12 +576,13 @@ def main() -> None:
         last = next(r for r in rows if r["path"] == path and r["shape"] == shape and r["tokens"] == args.sizes[-1])
         print(f"{key:40s} {value:8.3f}  {last['seconds']:10.2f}  {last['rss_growth_mb']:8d}")
     if args.output:
-        result = {"command": "python " + " ".join(sys.argv), "machine": machine(), "model": args.model or "small CNN (bench/scaling.py small_pipeline)",
+        result = {"command": "python " + " ".join(sys.argv), "machine": machine(), "threads": args.threads, "model": args.model or "small CNN (bench/scaling.py small_pipeline)",
                   "cases": rows, "exponents": exponents}  # fmt: skip
+        args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
         from plots import plot_after_run
 
-        plot_after_run("scaling", scaling=args.output, output=args.output.with_suffix(".png"))
+        plot_after_run("scaling", scaling=args.output, output=args.output.parent / "scaling.png")
 
 
 def machine() -> dict:
