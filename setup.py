@@ -50,6 +50,7 @@ setup(
             "spacy_w2ner.TransformerListener.v1 = spacy_w2ner.encoders.listener:chunked_transformer_listener",
         ],
         "spacy_scorers": ["spacy_w2ner.entity_scorer.v1 = spacy_w2ner.scorer:make_entity_scorer"],
+        "spacy_loggers": ["spacy_w2ner.ConsoleLogger.v1 = spacy_w2ner.training.progress:console_logger_with_progress"],
         "thinc_layers": ["spacy_w2ner.reduce_max.v1 = spacy_w2ner.encoders.pooling:reduce_max_with_empty"],
         "spacy_readers": [
             "spacy_w2ner.W2NERJsonCorpus.v1 = spacy_w2ner.formats.readers:create_w2ner_json_corpus",

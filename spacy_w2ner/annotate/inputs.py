@@ -50,6 +50,8 @@ def input_format_of(path: Union[str, Path], doc_per_file: bool = False, given: O
         return given
     if doc_per_file:
         return "txt"
+    if Path(path).is_dir():
+        raise ValueError(f"{path} is a directory: give --doc-per-file to annotate each .txt file in it as one document")
     name = str(path)
     if name == "-":
         return "txt"

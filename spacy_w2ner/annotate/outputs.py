@@ -395,7 +395,11 @@ class AnnotationRun:
         self.writer.close()
         if self._errors_file is not None:
             self._errors_file.close()
-            os.replace(self._errors_file.path, self.errors)
+            if self._errors_file.path.stat().st_size:
+                os.replace(self._errors_file.path, self.errors)
+            else:  # nothing was skipped: no errors file (nor one an earlier run left there)
+                self._errors_file.path.unlink()
+                self.errors.unlink(missing_ok=True)
         if self.output is not None:
             if self.kind == "brat" and self.output.exists():
                 self.output.rmdir()  # an empty directory given as the output

@@ -261,6 +261,9 @@ def split(
     docs = _read_docbin(input_path, lang)
     dev = [doc for i, doc in enumerate(docs, start=1) if i % every == 0]
     train = [doc for i, doc in enumerate(docs, start=1) if i % every != 0]
+    if not dev:
+        typer.echo(f"warning: {input_path} has {len(docs)} documents, fewer than --every {every}: dev.spacy is empty and "
+                   f"cannot select a model; split with a smaller --every (at least 2), or convert held-out documents with --name dev", err=True)  # fmt: skip
     for name, part in (("train", train), ("dev", dev)):
         summary = formats.write_docbin(part, output_dir / f"{name}.spacy", spans_key, summary=_summary())
         typer.echo(f"{name}: " + json.dumps(summary.as_dict(), ensure_ascii=False))

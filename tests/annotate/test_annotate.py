@@ -107,6 +107,22 @@ def test_directory_of_files_to_brat_keeps_names_and_offsets(tmp_path, model):
         assert " ".join(pieces).replace("\n", " ") == shown
 
 
+def test_an_errors_file_only_where_something_was_skipped(tmp_path, model):
+    write(tmp_path, "out.jsonl.errors.jsonl", '{"problem": "from an earlier run"}\n')  # stale: not this run's
+    source = write(tmp_path, "docs.txt", "\n".join(TEXTS) + "\n")
+    assert quiet(model, source, tmp_path / "out.jsonl").skipped == 0
+    assert (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.errors.jsonl").exists()
+    write(tmp_path, "bad.txt", TEXTS[0] + "\n   \n")
+    assert quiet(model, tmp_path / "bad.txt", tmp_path / "bad.jsonl").skipped == 1
+    assert [e["source"] for e in records_of(tmp_path / "bad.jsonl.errors.jsonl")] == [f"{tmp_path / 'bad.txt'}:2"]
+
+
+def test_a_directory_without_doc_per_file_names_the_option(tmp_path, model):
+    write(tmp_path / "notes", "visit1.txt", ODD)
+    result = cli("annotate", model, tmp_path / "notes", tmp_path / "out.jsonl", code=1)
+    assert "is a directory: give --doc-per-file" in result.stderr
+
+
 def test_docbin_in_and_out_keeps_names_and_drops_nothing(tmp_path, model, trained_nlp):
     docs = [trained_nlp.make_doc(text) for text in TEXTS]
     for k, doc in enumerate(docs):

@@ -63,6 +63,15 @@ def test_split_every_nth_doc_to_dev(tmp_path):
     assert sum(len(d.spans["w2ner"]) for d in train + dev) == sum(len(d.spans["w2ner"]) for d in docs)
 
 
+def test_split_of_fewer_documents_than_every_warns_of_the_empty_dev_set(tmp_path):
+    nlp = spacy.blank("en")
+    DocBin(docs=[eg.reference for eg in make_examples(nlp)][:2]).to_disk(tmp_path / "all.spacy")
+    result = cli("split", tmp_path / "all.spacy", tmp_path / "out")
+    assert "warning: " in result.stderr and "has 2 documents, fewer than --every 10: dev.spacy is empty" in result.stderr
+    assert '"documents": 0' in result.stdout
+    assert "warning" not in cli("split", tmp_path / "all.spacy", tmp_path / "out2", "--every", "2").stderr
+
+
 def test_filter_contiguous_only_counts_what_it_removes(tmp_path):
     from spacy_w2ner import get_entities
 

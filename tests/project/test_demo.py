@@ -39,3 +39,28 @@ def test_demo_workflow_learns_and_shows_discontinuous_entities(tmp_path):
     # `show` prints a discontinuous entity with its fragments.
     shown = result.stdout.split("=== show ===")[-1] if "=== show ===" in result.stdout else result.stdout
     assert "] + [" in shown
+
+
+@pytest.mark.slow
+def test_the_brat_walkthrough_runs_as_written_into_training(tmp_path):
+    """docs/train.md's brat corpus, step by step, as a new user runs it in a copy of the project:
+    its commands as the page has them, then the project's train command (the CNN config, a few
+    steps) finds the train and dev sets they made. Without them, train names what makes each."""
+    from ..docs.examples import examples
+
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "project.yml", project)
+    shutil.copytree(ROOT / "project" / "configs", project / "project" / "configs")
+    shutil.copytree(ROOT / "scripts", project / "scripts")
+    (walkthrough,) = [e for e in examples(ROOT / "docs" / "train.md") if "my_corpus/brat/notes/note1.txt" in e.body]
+    train = [sys.executable, "-m", "spacy", "project", "run", "train", ".", "--vars.dataset", "mine", "--vars.config", "w2ner_cnn_cpu",
+             "--vars.max_steps", "4", "--vars.eval_frequency", "2", "--vars.warmup_steps", "1"]  # fmt: skip
+    refused = subprocess.run(train, capture_output=True, text=True, cwd=project)
+    assert refused.returncode == 1 and "dev.spacy does not exist" in refused.stderr and "python -m spacy_w2ner split" in refused.stderr
+    converted = subprocess.run(["bash", "-e", "-c", walkthrough.body], capture_output=True, text=True, cwd=project)
+    assert converted.returncode == 0, converted.stderr
+    assert json.loads(converted.stdout.split("\n")[1])["documents"] == 4  # convert's counts, then split's
+    trained = subprocess.run(train, capture_output=True, text=True, cwd=project)
+    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    assert (project / "training" / "mine-w2ner_cnn_cpu" / "model-best").is_dir()
