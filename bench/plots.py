@@ -659,8 +659,8 @@ SCALING_GOAL = 1.15  # issue 69: every path's fitted exponent at most this
 
 def plot_scaling(scaling: Path = BENCH_RESULTS / "cpu-scaling.json", output: Path = BENCH_RESULTS / "scaling.png") -> Path:
     """Every path that takes one document against its length (bench/scaling.py's cpu-scaling.json):
-    the exponent of time against tokens fitted over the sizes, per path and shape, beside the
-    goal (1.15; 1 is linear, 2 quadratic), and the seconds and peak RSS growth at the largest size."""
+    the exponent of CPU time against tokens fitted over the sizes, per path and shape, beside the
+    goal (1.15; 1 is linear, 2 quadratic), and the CPU seconds and peak RSS growth at the largest size."""
     data = read_json(scaling)
     exponents = need(data, scaling, "exponents")
     cases = need(data, scaling, "cases")
@@ -676,7 +676,7 @@ def plot_scaling(scaling: Path = BENCH_RESULTS / "cpu-scaling.json", output: Pat
         ys = [-row + 0.4 - height * (k + 0.5) for row in range(len(paths))]
         values = [
             [exponents.get(f"{path} | {shape}", math.nan) for path in paths],
-            [at_largest.get((path, shape), {}).get("seconds", math.nan) for path in paths],
+            [at_largest.get((path, shape), {}).get("cpu_seconds", math.nan) for path in paths],
             [at_largest.get((path, shape), {}).get("rss_growth_mb", math.nan) for path in paths],
         ]
         for ax, row_values in zip(axes, values):
@@ -688,8 +688,8 @@ def plot_scaling(scaling: Path = BENCH_RESULTS / "cpu-scaling.json", output: Pat
     axes[0].axvline(1.0, color="#444", linewidth=0.8, linestyle=":")
     axes[0].axvline(SCALING_GOAL, color="#c0392b", linewidth=1.2, linestyle="--", label=f"goal: at most {SCALING_GOAL}")
     axes[0].set_yticks([-row for row in range(len(paths))], paths)
-    axes[0].set_xlabel("exponent of time against tokens (1: linear)")
-    axes[1].set_xlabel(f"seconds at {largest:,} tokens")
+    axes[0].set_xlabel("exponent of CPU time against tokens (1: linear)")
+    axes[1].set_xlabel(f"CPU seconds at {largest:,} tokens")
     axes[2].set_xlabel(f"peak RSS growth (MB) at {largest:,} tokens")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=9, loc="upper right", ncol=len(labels), frameon=False)

@@ -532,10 +532,12 @@ def run_case(path: str, shape: str, n_tokens: int, model: Optional[str]) -> dict
             "cpu_seconds": round(row["cpu_seconds"], 3), "rss_before_mb": round(before), "rss_growth_mb": round(peak - before)}  # fmt: skip
 
 
-def exponent(rows: List[dict]) -> float:
-    """The slope of log(seconds) against log(tokens), least squares: 1 is linear, 2 quadratic."""
+def exponent(rows: List[dict], key: str = "cpu_seconds") -> float:
+    """The slope of log(time) against log(tokens), least squares: 1 is linear, 2 quadratic. CPU
+    seconds by default (the process's own, every thread): wall seconds count what else the
+    machine ran meanwhile."""
     xs = [math.log(row["tokens"]) for row in rows]
-    ys = [math.log(row["seconds"]) for row in rows]
+    ys = [math.log(row[key]) for row in rows]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
@@ -568,16 +570,16 @@ def main() -> None:
                         sys.exit(f"{path} ({shape}, {n_tokens} tokens) failed:\n{done.stderr[-3000:]}")
                     rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
                     print(json.dumps(rows[-1]), flush=True)
-    exponents = {f"{path} | {shape}": round(exponent([r for r in rows if r["path"] == path and r["shape"] == shape]), 3)
-                 for path in args.paths for shape in args.shapes}  # fmt: skip
-    print(f"{'path | shape':40s} exponent  seconds at {args.sizes[-1]} tokens  peak RSS growth (MB)")
+    cases = {f"{path} | {shape}": [r for r in rows if r["path"] == path and r["shape"] == shape] for path in args.paths for shape in args.shapes}
+    exponents = {key: round(exponent(case), 3) for key, case in cases.items()}
+    wall_exponents = {key: round(exponent(case, "seconds"), 3) for key, case in cases.items()}
+    print(f"{'path | shape':40s} exponent (CPU, wall)  CPU seconds at {args.sizes[-1]} tokens  peak RSS growth (MB)")
     for key, value in exponents.items():
-        path, shape = key.split(" | ")
-        last = next(r for r in rows if r["path"] == path and r["shape"] == shape and r["tokens"] == args.sizes[-1])
-        print(f"{key:40s} {value:8.3f}  {last['seconds']:10.2f}  {last['rss_growth_mb']:8d}")
+        last = cases[key][-1]
+        print(f"{key:40s} {value:6.3f} {wall_exponents[key]:6.3f}  {last['cpu_seconds']:10.2f}  {last['rss_growth_mb']:8d}")
     if args.output:
         result = {"command": "python " + " ".join(sys.argv), "machine": machine(), "threads": args.threads, "model": args.model or "small CNN (bench/scaling.py small_pipeline)",
-                  "cases": rows, "exponents": exponents}  # fmt: skip
+                  "cases": rows, "exponents": exponents, "wall_exponents": wall_exponents}  # fmt: skip
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
         from plots import plot_after_run
