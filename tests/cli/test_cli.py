@@ -286,3 +286,11 @@ def test_a_file_that_is_not_the_format_is_one_located_line_and_nothing_written(t
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: ") and line[len("error: "):].startswith(str(path.with_name(error.split(":")[0]))) and error in line
     assert not list((tmp_path / "out").glob("*.spacy"))
+
+
+def test_convert_of_the_current_directory_names_the_file_after_it(tmp_path, monkeypatch):
+    write(tmp_path / "notes", "doc.txt", BRAT_TEXT)
+    write(tmp_path / "notes", "doc.ann", BRAT_ANN)
+    monkeypatch.chdir(tmp_path / "notes")
+    cli("convert", "brat", ".", tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.spacy"]
