@@ -37,7 +37,7 @@ from .model.loss import grid_cross_entropy, grid_triplet_loss
 from .model.predictions import segment_grids
 from .model.training_plan import TrainingPlan
 from .model.types import CellWeights, GridBatch, LinkThresholds, check_link_threshold
-from .nn.fused_adam import ScaledOptimizer
+from .nn.adam import ScaledOptimizer
 from .scorer import score_entities
 
 DEFAULT_MODEL_CONFIG = """

@@ -15,7 +15,7 @@ from ..grid.segments import group_by_length, padding_limit
 from ..memory import release_freed_memory
 from ..model.types import no_backprop
 from ..nn.cuda_graphs import SEQUENCE_OUTPUTS, GraphedEncoder, attach_graphs
-from ..nn.fused_adam import check_half_dtype, fuse_updates
+from ..nn.shim import check_half_dtype, fuse_updates, torch_module
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
 from ..nn.transfers import to_device
@@ -60,7 +60,7 @@ def chunked_transformer_model(
     the serialized weights are ``TransformerModel.v3``'s. Its shim updates the encoder in one
     fused optimizer step, and ``mixed_precision`` autocasts to
     ``mixed_precision_dtype`` ("bfloat16": no loss scaling unless ``grad_scaler_config`` turns
-    it on); see ``nn.fused_adam``.
+    it on); see ``nn.shim``.
     """
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
@@ -241,7 +241,7 @@ def _packs(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray) -> b
     if model.attrs.get("packs") is None:
         sample = numpy.argsort(widths)[: 4]
         spans = _take_spans(wordpieces, sample, int(widths[sample].max()))
-        pad_id = getattr(model.shims[0]._model.config, "pad_token_id", None)
+        pad_id = getattr(torch_module(model.shims[0]).config, "pad_token_id", None)
         offset = packing_offset(lambda batch: pytorch_forward(model, batch, False)[0], spans, widths[sample], pad_id)
         model.attrs.update(packs=offset is not None, position_offset=offset)
     return model.attrs["packs"]
@@ -393,7 +393,7 @@ def _mean_of_top_layers(convert_outputs: Callable, model: Model, inputs_outputs,
 
 def _pooler(model: Model):
     """The encoder's pooler module (BERT's and MPNet's dense + tanh on the first wordpiece), if any."""
-    return getattr(model.shims[0]._model, "pooler", None)
+    return getattr(torch_module(model.shims[0]), "pooler", None)
 
 
 def _device_of(output) -> torch.device:

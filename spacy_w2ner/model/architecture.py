@@ -14,7 +14,7 @@ from thinc.types import Floats2d, Floats4d
 
 from ..grid.segments import validate_window
 from ..memory import ReleaseEvery
-from ..nn.fused_adam import check_half_dtype
+from ..nn.shim import check_half_dtype
 from .batches import score_docs
 from .grid_scorer import build_grid_scorer, grid_overflowed, grid_scorer_layer
 from .hyperparameters import cell_weights, check_positive_int, grid_padding_setting, triplet_settings, validate_hyperparameters

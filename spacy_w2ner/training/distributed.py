@@ -36,6 +36,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from ..nn.shim import grad_scaler, mark_overflow
 from .randomness import python_random_state, set_python_random_state
 from .state import PipelineParameter, walk_parameters
 
@@ -235,7 +236,7 @@ def _import_modules_holding_the_world() -> None:
     """Import, before the process group exists, the torch modules that keep the group alive once
     imported: ``torch.distributed.nn.functional``'s collectives take ``group.WORLD`` as it is at
     import time for their default group, and spacy-transformers imports them (through
-    transformers and torch._dynamo) as the pipeline is built. Imported after the group is made,
+    transformers and torch's dynamo) as the pipeline is built. Imported after the group is made,
     they hold it past ``destroy_process_group``, and its gloo threads are then ended while
     Python shuts down, which now and then aborts the process (SIGABRT, "terminate called
     without an active exception"). Imported first, their default is None: the same group."""
@@ -422,7 +423,7 @@ class DataParallelLanguage:
         _set_random_state_numbers(facts["python random"])
         if facts["overflow"][0]:  # float16: where one process's gradients overflowed, every process skips the step
             for scaler in scalers:
-                scaler._found_inf = True  # Thinc's PyTorchGradScaler has no setter
+                mark_overflow(scaler)
         return facts
 
     def __getattr__(self, name):
@@ -433,7 +434,7 @@ def _grad_scalers(nlp, exclude: Sequence[str]) -> list:
     """The grad scalers of the torch modules' shims (Thinc's float16 loss scaling)."""
     shims = {id(shim): shim for name, pipe in nlp.pipeline if name not in exclude and hasattr(getattr(pipe, "model", None), "walk")
              for node in pipe.model.walk() for shim in node.shims}  # fmt: skip
-    return [shim._grad_scaler for shim in shims.values() if getattr(shim, "_grad_scaler", None) is not None]
+    return [grad_scaler(shim) for shim in shims.values() if grad_scaler(shim) is not None]
 
 
 def _all_reduce_sections(sections: Dict[str, list], group) -> Dict[str, list]:
