@@ -30,7 +30,9 @@ from .entities import (
 from .grid.codec import n_relations
 from .grid.segments import SegmentGrid, decode_segments, segment_docs
 from .grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
-from .memory import ReleaseEvery, ReleasingPipe, available_memory_bytes, map_large_blocks
+from .memory.available import available_memory_bytes
+from .memory.batches import ReleasingPipe
+from .memory.heap import ReleaseEvery, map_large_blocks
 from .model.architecture import GridTrainingStep
 from .model.grid_scorer import build_for_loading, grid_bytes_per_cell, grid_device, grid_scorer_dims, legacy_grid_scorer_dims
 from .model.loss import grid_cross_entropy, grid_triplet_loss
@@ -139,7 +141,7 @@ def make_w2ner(
 class W2NER(ReleasingPipe, TrainablePipe):
     """Unified NER: every word pair of a sentence gets a relation (NONE, NNW, THW-label).
 
-    Its ``pipe`` gives the memory its batches freed back to the system (``memory.ReleasingPipe``).
+    Its ``pipe`` gives the memory its batches freed back to the system (``memory.batches.ReleasingPipe``).
     With ``overlap_batches`` on, it queues each batch's scoring before it decodes the batch
     before it (``_predictions``): on a GPU the device scores a batch while the host decodes the
     one before and the components upstream prepare the next (two batches' grids in memory at
@@ -273,7 +275,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         if plan.documents:
             self._say_training_plan(plan)
         if isinstance(self.model.ops, NumpyOps):
-            map_large_blocks()  # training on the CPU: a step's peak memory stays flat (memory.py)
+            map_large_blocks()  # training on the CPU: a step's peak memory stays flat (memory.heap)
 
     def _say_training_plan(self, plan: TrainingPlan) -> None:
         """Keep (``self.training_plan``) and log (spaCy's logger, INFO) what training will grid and

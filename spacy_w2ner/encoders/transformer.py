@@ -11,8 +11,9 @@ from spacy_transformers.data_classes import WordpieceBatch
 from thinc.api import ArgsKwargs, Model, NumpyOps
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 
-from ..grid.segments import group_by_length, padding_limit
-from ..memory import release_freed_memory
+from ..grid.segments import group_by_length
+from ..memory.heap import release_freed_memory
+from ..model.padding import padding_limit
 from ..model.types import no_backprop
 from ..nn.cuda_graphs import SEQUENCE_OUTPUTS, GraphedEncoder, attach_graphs
 from ..nn.shim import check_half_dtype, fuse_updates, torch_module
@@ -133,7 +134,7 @@ def _chunked_encoder(encoder: Model, max_spans_per_pass: int, last_layers: int, 
             "convert_outputs": partial(_mean_of_top_layers, encoder.attrs["convert_outputs"]),
             "max_spans_per_pass": max_spans_per_pass,
             # How much a prediction pass may be padded before spans of other lengths get a pass
-            # of their own (``grid.segments.padding_limit``: None is 1.25 on a CPU, no limit
+            # of their own (``model.padding.padding_limit``: None is 1.25 on a CPU, no limit
             # on a GPU); the GPU bench sets others.
             "max_pass_padding": None,
             # Prediction passes on a GPU replayed from CUDA graphs (``nn/cuda_graphs.py``); off
@@ -187,7 +188,7 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     on its pass, and in training neither do the gradients (up to float rounding). When
     predicting, each pass's output is copied into arrays for all spans as it comes (never all
     passes and their concatenation at once), then the heap's freed memory is given back on the
-    CPU (``memory.py``)."""
+    CPU (``memory.heap``)."""
     if len(wordpieces) == 0:
         return pytorch_forward(model, wordpieces, is_train)
     if not is_train:
