@@ -13,11 +13,10 @@ second run started there is refused, naming that process.
 """
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from ...files import remove_tree
+from ...files import move_into_place, remove_tree, write_atomically
 from ..checkpoints import CHECKPOINTS, Checkpoint, newest_good, remove_stale, write_checkpoint
 from ..lock import LOCK_FILE, DirectoryInUse, DirectoryLock
 from .options import AdaptError, AdaptFinished
@@ -82,9 +81,7 @@ class AdaptDirectory:
 
     def write_record(self, record: dict) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        temporary = self.path / f".{RECORD}.tmp"
-        temporary.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf8")
-        os.replace(temporary, self.path / RECORD)
+        write_atomically(self.path / RECORD, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
 
     def write_checkpoint(self, step: int, write_files: Callable[[Path], None]) -> Checkpoint:
         return write_checkpoint(self.path, step, write_files, KEEP)
@@ -105,12 +102,12 @@ class AdaptDirectory:
                 remove_tree(self.path / name)
             if (temporary / name).is_file():
                 os.chmod(temporary / name, 0o666 & ~umask)
-            os.replace(temporary / name, self.path / name)
+            move_into_place(temporary / name, self.path / name)
         remove_tree(temporary)
         return names
 
     def remove_checkpoints(self) -> None:
-        shutil.rmtree(self.path / CHECKPOINTS, ignore_errors=True)
+        remove_tree(self.path / CHECKPOINTS)
 
 
 def changed(old: dict, new: dict) -> List[str]:
