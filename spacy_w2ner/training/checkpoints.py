@@ -18,10 +18,11 @@ from ..files import describe_file, remove_tree, replace_directory, write_synced
 CHECKPOINTS = "checkpoints"
 PREFIX = "step-"
 
-# What a checkpoint holds.
-MODEL = "model"  # nlp.to_disk(): the weights as trained, not their averages
+# What a checkpoint holds: ``train``'s and ``adapt-encoder``'s.
+MODEL = "model"  # nlp.to_disk(): the weights as trained, not their averages; adapt: the masked LM (save_pretrained)
 OPTIMIZER_ARRAYS = "optimizer.npz"  # the optimizer's moments and averages (state.py)
 OPTIMIZER_STATE = "optimizer.json"  # its update counts, hyperparameters and the arrays' names
+TORCH_OPTIMIZER = "optimizer.pt"  # adapt: the torch optimizer's and the schedule's state_dict (torch.save)
 TRAINER = "trainer.json"  # the step, the place in the data, the evaluations and losses so far, the processes
 CONFIG = "config.cfg"  # the resolved config
 MANIFEST = "MANIFEST.json"  # written last: every other file's size and SHA-256

@@ -15,7 +15,6 @@ logs, saves and writes the checkpoints.
 import json
 import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +34,12 @@ from spacy.util import registry, resolve_dot_names
 from thinc.api import fix_random_seed, set_gpu_allocator
 from wasabi import Printer, color
 
-from .checkpoints import CONFIG, TRAINER, Checkpoint, random_states_file, write_checkpoint
+from .checkpoints import CONFIG, MODEL, TRAINER, Checkpoint, random_states_file
 from .distributed import Cluster, DataParallelLanguage, DistributedError, check_annotating_components, check_same_python_random
 from .randomness import capture_random_states, restore_random_states, seed_process_generators
 from .replay import Replay
 from .run import RunDirectory
+from .stop import StopRequests
 from .state import load_optimizer, save_optimizer
 from .stream import Batches, DataPosition
 
@@ -272,7 +272,7 @@ class _Session:
         trainer = self.state.as_dict(info, cluster.world_size)
 
         def write_files(directory: Path) -> None:
-            self.nlp.to_disk(directory / "model")
+            self.nlp.to_disk(directory / MODEL)
             save_optimizer(self.optimizer, self.nlp, directory)
             (directory / CONFIG).write_text(self.config.to_str(), encoding="utf8")
             for rank, states in enumerate(random_states):
@@ -280,7 +280,7 @@ class _Session:
             _write_json(directory / TRAINER, trainer)
 
         started = time.perf_counter()
-        written = write_checkpoint(self.run.path, self.state.steps, write_files, keep)
+        written = self.run.write_checkpoint(self.state.steps, write_files, keep)
         self.say(f"checkpoint {written.path.name} written in {time.perf_counter() - started:.1f} s")
 
     def say(self, line: str) -> None:
@@ -328,43 +328,3 @@ def info_line(line: str) -> str:
 def _write_json(path: Path, data) -> None:
     """Python's json, whose floats read back exactly (the losses, the scores)."""
     path.write_text(json.dumps(data), encoding="utf8")
-
-
-class StopRequests:
-    """SIGINT and SIGTERM ask the run to stop after the current step (with a checkpoint); a
-    second SIGINT stops it at once. Only in the main thread (where Python delivers signals).
-    ``stop_file`` appearing asks the same (how the Ray launcher stops its workers)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-    POLL_SECONDS = 1.0
-
-    def __init__(self, stderr: IO, stop_file: Optional[Path] = None):
-        self.stderr, self.stop_file = stderr, stop_file
-        self.signal_number: Optional[int] = None
-        self._previous: dict = {}
-        self._polled = 0.0
-        self._file_seen = False
-
-    @property
-    def requested(self) -> bool:
-        if self.stop_file is not None and not self._file_seen and time.monotonic() - self._polled >= self.POLL_SECONDS:
-            self._polled = time.monotonic()
-            self._file_seen = self.stop_file.exists()
-        return self.signal_number is not None or self._file_seen
-
-    def _handle(self, number, frame) -> None:
-        if self.requested and number == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signal_number = number
-        self.stderr.write(f"\n{signal.Signals(number).name}: stopping after this step, with a checkpoint "
-                          "(Ctrl+C again stops at once, without one)\n")
-        self.stderr.flush()
-
-    def __enter__(self) -> "StopRequests":
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {number: signal.signal(number, self._handle) for number in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)
