@@ -168,11 +168,11 @@ class _Session:
         self.language = nlp
         if cluster.distributed:
             check_annotating_components(nlp, T["annotating_components"])
-            self.language = DataParallelLanguage(nlp, cluster, T["frozen_components"], stop_requested)
+            self.language = DataParallelLanguage(nlp, cluster, T["frozen_components"], T["accumulate_gradient"], stop_requested)
             cluster.check_weights_agree(nlp, "before training")
         steps = train_while_improving(
             self.replay.language(self.language), self.optimizer, self.batches, self.replay.evaluation(self.evaluate),
-            dropout=T["dropout"], accumulate_gradient=T["accumulate_gradient"], patience=T["patience"],
+            dropout=T["dropout"], accumulate_gradient=1 if cluster.distributed else T["accumulate_gradient"], patience=T["patience"],
             max_steps=T["max_steps"], eval_frequency=T["eval_frequency"], exclude=T["frozen_components"],
             annotating_components=T["annotating_components"], before_update=T["before_update"],
         )  # fmt: skip
