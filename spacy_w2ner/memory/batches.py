@@ -3,7 +3,8 @@
 ``batches_within_words`` cuts a stream of docs into batches of at most so many docs and tokens,
 so that what a batch holds while it is predicted stays bounded however long the documents;
 ``ReleasingPipe`` is the ``pipe`` of the w2ner component made of them, which trims the heap
-(``heap.release_freed_memory``) after a batch once ``TRIM_EVERY_DOCS`` docs went by.
+(``heap.release_freed_memory``) after a batch once ``TRIM_EVERY_DOCS`` docs went by, and with
+``overlap_batches`` starts a batch's prediction before it gives out the batch before it.
 """
 from functools import partial
 from typing import Callable, Iterable, Iterator, List, Tuple
@@ -39,9 +40,15 @@ class ReleasingPipe:
     batches freed back to the system in whichever process runs it, after a batch, once at least
     ``TRIM_EVERY_DOCS`` docs went by (counted across calls: a service calls ``pipe`` once per
     small batch, and a trim after every one-doc batch would cost a fifth of a sentence's time;
-    bench/README.md, "The HTTP service")."""
+    bench/README.md, "The HTTP service").
+
+    With ``overlap_batches`` on, each batch's prediction is started (the pipe's
+    ``_start_predict(docs)``, which gives the call that waits for it) before the batch before it
+    is given out: on a GPU the device scores a batch while the host decodes the one before and
+    the components upstream prepare the next (two batches in memory at once). Off by default."""
 
     _docs_since_trim = 0
+    overlap_batches: bool = False
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
         error_handler = self.get_error_handler()
@@ -57,7 +64,32 @@ class ReleasingPipe:
                 self._docs_since_trim = 0
 
     def _predictions(self, batches: Iterable[List[Doc]]) -> Iterator[Tuple[List[Doc], Callable[[], object]]]:
-        """(docs, a call that returns their predictions) for each batch, in order: here each
-        batch's ``predict``, made when its predictions are asked for."""
+        """(docs, a call that returns their predictions) for each batch, in order: each batch's
+        ``predict``, made when its predictions are asked for; with ``overlap_batches``, started
+        before the batch before it is given out, an error in starting raised when the batch's
+        predictions are asked for (so that the error handler gets that batch's docs)."""
+        if not self.overlap_batches:
+            for docs in batches:
+                yield docs, partial(self.predict, docs)
+            return
+        waiting = None
         for docs in batches:
-            yield docs, partial(self.predict, docs)
+            started = (docs, _started_or_raising(self._start_predict, docs))
+            if waiting is not None:
+                yield waiting
+            waiting = started
+        if waiting is not None:
+            yield waiting
+
+
+def _started_or_raising(start: Callable[[List[Doc]], Callable], docs: List[Doc]) -> Callable:
+    """``start(docs)``, or where it raised, a call that raises the same error."""
+    try:
+        return start(docs)
+    except Exception as error:
+        failure = error  # the except clause unbinds ``error`` when it ends
+
+        def raising():
+            raise failure
+
+        return raising

@@ -13,7 +13,7 @@ longest, longest, relations): Thinc arrays in training, the torch tensor itself 
 predicting (``predictions.HostGrids`` reduces it on its device).
 """
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import srsly
 import torch
@@ -162,12 +162,16 @@ def grid_scorer_dims(model: Model) -> Dict[str, int]:
     return {dim: grid_scorer.get_dim(dim) for dim in ("nI", "nO")}
 
 
-def build_for_loading(model: Model, dims: Dict[str, int]) -> None:
-    """Set the grid scorer's dims and build its torch module, so saved weights can load into it."""
+def build_for_loading(model: Model, cfg: dict, model_bytes: Callable[[], bytes]) -> Dict[str, int]:
+    """Set the grid scorer's dims (the component's saved ``cfg``'s; in the model's bytes for
+    pipelines saved by 0.1.0, ``legacy_grid_scorer_dims``) and build its torch module, so saved
+    weights can load into it; the dims."""
+    dims = {"nI": cfg["nI"], "nO": cfg["nO"]} if "nI" in cfg and "nO" in cfg else legacy_grid_scorer_dims(model, model_bytes())
     grid_scorer = model.get_ref("grid_scorer")
     for dim, value in dims.items():
         grid_scorer.set_dim(dim, value, force=True)
     build_grid_scorer(grid_scorer)
+    return dims
 
 
 def legacy_grid_scorer_dims(model: Model, model_bytes: bytes) -> Dict[str, int]:
