@@ -12,7 +12,6 @@ on a CPU the run ends with the same weights, bit for bit, as one that was never 
 data-parallel run (``distributed.py``) every process runs this loop; the first alone evaluates,
 logs, saves and writes the checkpoints.
 """
-import json
 import signal
 import sys
 import time
@@ -34,7 +33,7 @@ from spacy.util import registry, resolve_dot_names
 from thinc.api import fix_random_seed, set_gpu_allocator
 from wasabi import Printer, color
 
-from .checkpoints import CONFIG, MODEL, TRAINER, Checkpoint, random_states_file
+from .checkpoints import CONFIG, MODEL, TRAINER, Checkpoint, random_states_file, write_json
 from .distributed import Cluster, DataParallelLanguage, DistributedError, check_annotating_components, check_same_python_random
 from .randomness import capture_random_states, restore_random_states, seed_process_generators
 from .replay import Replay
@@ -202,10 +201,8 @@ class _Session:
             checkpoint = self.checkpoint_read
             load_optimizer(self.optimizer, self.nlp, checkpoint.path, check_schedules=not self.force_resume)
             restore_random_states(checkpoint.random_states(self.cluster.rank))
-            threads = checkpoint.read_json(TRAINER).get("threads")
-            if threads is not None and threads != torch.get_num_threads():
-                self.say(f"this process uses {torch.get_num_threads()} threads, the checkpoint's {threads}: "
-                         "the results can differ in the last bits from a run that was never stopped")
+            if checkpoint.threads_differ():
+                self.say(checkpoint.threads_differ())
             self.say(f"Resumed at step {info['step'] + 1}, epoch {info['epoch']}")
         return True
 
@@ -276,8 +273,8 @@ class _Session:
             save_optimizer(self.optimizer, self.nlp, directory)
             (directory / CONFIG).write_text(self.config.to_str(), encoding="utf8")
             for rank, states in enumerate(random_states):
-                _write_json(directory / random_states_file(rank, cluster.world_size), states)
-            _write_json(directory / TRAINER, trainer)
+                write_json(directory / random_states_file(rank, cluster.world_size), states)
+            write_json(directory / TRAINER, trainer)
 
         started = time.perf_counter()
         written = self.run.write_checkpoint(self.state.steps, write_files, keep)
@@ -324,7 +321,3 @@ def info_line(line: str) -> str:
     text = f"\u2139 {line}"
     return color(text, fg=4) if Printer().show_color else text
 
-
-def _write_json(path: Path, data) -> None:
-    """Python's json, whose floats read back exactly (the losses, the scores)."""
-    path.write_text(json.dumps(data), encoding="utf8")

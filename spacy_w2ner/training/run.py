@@ -211,12 +211,17 @@ def _flat(section, prefix: str = "") -> Dict[str, object]:
 
 def changed_settings(old: Config, new: Config) -> List[str]:
     """``section.key: old -> new`` for every setting that differs (added and removed ones too)."""
-    before, after = _flat(old.interpolate()), _flat(new.interpolate())
+    return changed(_flat(old.interpolate()), _flat(new.interpolate()))
+
+
+def changed(old: dict, new: dict) -> List[str]:
+    """``key: old -> new`` for each setting that differs (or that only one side has: ``(none)``)."""
+
     def shown(settings: dict, key: str) -> str:
         return repr(settings[key]) if key in settings else "(none)"
 
-    keys = sorted(set(before) | set(after))
-    return [f"{key}: {shown(before, key)} -> {shown(after, key)}" for key in keys if shown(before, key) != shown(after, key)]
+    keys = sorted(set(old) | set(new))
+    return [f"{key}: {shown(old, key)} -> {shown(new, key)}" for key in keys if shown(old, key) != shown(new, key)]
 
 
 def corpus_fingerprints(config: Config) -> Dict[str, str]:

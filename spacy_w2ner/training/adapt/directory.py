@@ -17,7 +17,7 @@ from typing import Callable, List, Optional
 
 from ...files import move_into_place, remove_tree
 from ..checkpoints import Checkpoint
-from ..run import RunDirectory, RunKind
+from ..run import RunDirectory, RunKind, changed
 from .options import AdaptError, AdaptFinished
 
 RECORD = "adapt.json"
@@ -76,9 +76,3 @@ def install_encoder(run: RunDirectory, write_encoder: Callable[[Path], None]) ->
     remove_tree(temporary)
     return names
 
-
-def changed(old: dict, new: dict) -> List[str]:
-    """``key: old -> new`` for each setting that differs (or that only one side has)."""
-    missing = "(none)"
-    keys = sorted(set(old) | set(new))
-    return [f"{key}: {old.get(key, missing)!r} -> {new.get(key, missing)!r}" for key in keys if old.get(key, missing) != new.get(key, missing)]

@@ -20,7 +20,7 @@ from typing import IO, Dict, List, Optional
 import numpy
 import torch
 
-from ..checkpoints import MODEL, TORCH_OPTIMIZER, TRAINER, random_states_file
+from ..checkpoints import MODEL, TORCH_OPTIMIZER, TRAINER, random_states_file, write_json
 from ..loop import Outcome, info_line
 from ..randomness import capture_random_states, restore_random_states
 from ..run import RunDirectory
@@ -84,10 +84,8 @@ class Adaptation:
                 if self.scheduler is not None:
                     self.scheduler.load_state_dict(saved["scheduler"])
         restore_random_states(checkpoint.read_json(RANDOM_STATE))
-        threads = data.get("threads")
-        if threads != torch.get_num_threads():
-            self.say(f"this process uses {torch.get_num_threads()} threads, the checkpoint's {threads}: "
-                     "the results can differ in the last bits from a run that was never stopped")  # fmt: skip
+        if checkpoint.threads_differ():
+            self.say(checkpoint.threads_differ())
         self.say(f"resumed from {checkpoint.path} at step {self.state.done} of {self.plan.total}")
 
     def run(self, progress: bool = True) -> Outcome:
@@ -207,8 +205,8 @@ class Adaptation:
         def write_files(directory: Path) -> None:
             self.lm.model.save_pretrained(directory / MODEL)
             torch.save(saved, directory / TORCH_OPTIMIZER)
-            (directory / RANDOM_STATE).write_text(_json(random_states), encoding="utf8")
-            (directory / TRAINER).write_text(_json(trainer), encoding="utf8")
+            write_json(directory / RANDOM_STATE, random_states)
+            write_json(directory / TRAINER, trainer)
 
         started = time.perf_counter()
         written = self.directory.write_checkpoint(self.state.done, write_files, KEEP)
@@ -228,8 +226,3 @@ class Adaptation:
     def say(self, line: str, write=None) -> None:
         (write or (lambda text: print(text, file=self.stdout, flush=True)))(info_line(line))
 
-
-def _json(data) -> str:
-    import json
-
-    return json.dumps(data)
