@@ -41,7 +41,7 @@ def main() -> None:
     import spacy
 
     import spacy_w2ner.annotate as annotate_module
-    import spacy_w2ner.memory as component_module
+    import spacy_w2ner.memory.batches as component_module
 
     if args.no_trim:
         component_module.release_freed_memory = lambda: None

@@ -36,7 +36,7 @@ from typing import Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "project" / "configs"
-# The encoder under the CPU's bfloat16 autocast (``nn.fused_adam``; the grid network in float32).
+# The encoder under the CPU's bfloat16 autocast (``nn.shim``; the grid network in float32).
 ENCODER_BF16 = {"components.transformer.model.mixed_precision": True, "components.transformer.model.mixed_precision_dtype": "bfloat16"}
 ENCODERS = {
     "mpnet": {

@@ -1,22 +1,29 @@
 """spacy-w2ner: flat, nested and discontinuous NER for spaCy (W2NER, Li et al. 2022).
 
-The folders are the layers, each importing only the ones above it in this list:
+The package's layers, highest first. A module imports only its own layer's modules and those of
+the layers below it; the layers of one line, joined by "|", import none of each other. This list
+is the import contract in setup.cfg, which ``lint-imports`` checks in the tests
+(``tests/project/test_layout.py`` also checks that the two lists agree):
 
+* ``__main__``: ``python -m spacy_w2ner``;
+* ``cli``: the commands, a module per area;
+* ``release`` | ``serve``: what is done to a saved pipeline before it ships (``optimize``: int8 for
+  CPU inference where it measured faster; ``model_card``: the README of its wheel); an HTTP service;
+* ``annotate`` | ``training`` | ``visualize``: documents at any scale; training that resumes
+  (``train``, ``adapt-encoder``); pictures;
+* ``common``: what every command shares (loading a pipeline, options, engines);
+* ``component``: the ``w2ner`` pipe, wiring over the model;
+* ``encoders``: word vectors from transformers with bounded memory, where encoders live;
+* ``model``: Thinc wiring: ``spacy_w2ner.W2NER.v1``, docs -> scored grids (its docstring states
+  the data flow once), the training objective and plan;
+* ``grid`` | ``formats`` | ``nn`` | ``scorer``: the grid codec, segments and training targets (numpy
+  and spaCy's Doc, no Thinc, no torch); corpus formats <-> Docs (``convert``, ``export``, the
+  registered corpus readers); the torch modules and the Thinc shims that run and train them; exact-
+  match scores;
 * ``entities``: the ``Entity`` type and the ``doc.spans`` contract (``get_entities``, ``set_entities``);
-* ``formats/``: corpus formats <-> Docs (``convert``, ``export``, the registered corpus readers);
-* ``grid/``: pure numpy: the grid codec, segments (sentences, windows, batches), training targets;
-* ``nn/``: torch only: the grid network, the fused optimizer step, int8 layers for CPU inference;
-* ``model/``: Thinc wiring: ``spacy_w2ner.W2NER.v1``, docs -> scored grids (its docstring states the
-  data flow once);
-* ``encoders/``: word vectors from transformers with bounded memory, where encoders live;
-* ``component``, ``scorer``, ``diagnostics``, ``memory``: the ``w2ner`` pipe and what it needs;
-* ``common``, ``messages``, ``extras``: what every command shares (loading a pipeline, options,
-  engines, error texts, the optional integrations' imports);
-* ``training/``, ``visualize/``: training that resumes; pictures;
-* ``annotate/``, ``serve/``: documents at any scale, an HTTP service;
-* ``release/``: what is done to a saved pipeline before it ships: ``optimize`` (int8 for CPU
-  inference, where it measured faster), ``model_card`` (the README of its wheel);
-* ``cli``: ``python -m spacy_w2ner``.
+* ``files`` | ``messages`` | ``extras`` | ``memory`` | ``diagnostics``: leaf utilities: files whole
+  or absent; error texts; the optional integrations' imports; memory given back and measured;
+  warnings counted once.
 
 A document's way through: formats -> Doc -> (encoder -> word vectors) -> segments -> padded
 batches -> grid network -> relation grids -> decoded entities -> ``doc.spans`` -> records,

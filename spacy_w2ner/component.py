@@ -3,41 +3,35 @@
 Wiring only: the model (``model/``) maps docs to grid scores per segment, the
 segments' grids are decoded and merged per doc (``grid.segments.decode_segments``),
 entities are written with the ``doc.spans`` contract (``entities.py``); in
-training, gold entities become grid targets (``grid.targets``).
+training, gold entities become grid targets and the loss a mean over the step's grid cells
+(``model.objective``), and what training will grid is said at initialization
+(``model.training_plan``).
 """
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import srsly
 from spacy import util
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
-from spacy.tokens import Doc, Span
+from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, NumpyOps, Optimizer, set_dropout_rate
 from thinc.types import Floats4d
 
 from .diagnostics import OnceWarnings
-from .entities import (
-    Entity,
-    check_threshold,
-    flat_entities,
-    get_entities,
-    scoring_at_least,
-    set_entities,
-    without_edge_whitespace,
-)
+from .entities import Entity, check_threshold, get_entities, scoring_at_least, set_entities, set_flat_ents, without_edge_whitespace
 from .grid.codec import n_relations
-from .grid.segments import SegmentGrid, decode_segments, segment_docs
-from .grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
-from .memory import ReleaseEvery, ReleasingPipe, available_memory_bytes, map_large_blocks
+from .grid.segments import SegmentGrid, decode_segments
+from .memory.batches import ReleasingPipe
+from .memory.heap import ReleaseEvery, map_large_blocks
 from .model.architecture import GridTrainingStep
-from .model.grid_scorer import build_for_loading, grid_bytes_per_cell, grid_device, grid_scorer_dims, legacy_grid_scorer_dims
-from .model.loss import grid_cross_entropy, grid_triplet_loss
+from .model.grid_scorer import build_for_loading, grid_scorer_dims
+from .model.objective import TrainingObjective, grid_cells
 from .model.predictions import segment_grids
 from .model.training_plan import TrainingPlan
-from .model.types import CellWeights, GridBatch, LinkThresholds, check_link_threshold
-from .nn.fused_adam import ScaledOptimizer
+from .model.types import GridBatch, LinkThresholds
+from .nn.adam import ScaledOptimizer
 from .scorer import score_entities
 
 DEFAULT_MODEL_CONFIG = """
@@ -139,14 +133,10 @@ def make_w2ner(
 class W2NER(ReleasingPipe, TrainablePipe):
     """Unified NER: every word pair of a sentence gets a relation (NONE, NNW, THW-label).
 
-    Its ``pipe`` gives the memory its batches freed back to the system (``memory.ReleasingPipe``).
-    With ``overlap_batches`` on, it queues each batch's scoring before it decodes the batch
-    before it (``_predictions``): on a GPU the device scores a batch while the host decodes the
-    one before and the components upstream prepare the next (two batches' grids in memory at
-    once, where one without). Off by default.
+    Its ``pipe`` predicts in batches bounded by words and gives the memory they freed back to the
+    system; with ``overlap_batches`` on, it queues each batch's scoring before it decodes the
+    batch before it (``memory.batches.ReleasingPipe``).
     """
-
-    overlap_batches: bool = False
 
     def __init__(
         self,
@@ -176,7 +166,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self.set_ents = set_ents
         self.learn_rate_scale = learn_rate_scale
         self.threshold = threshold
-        self.link_thresholds = LinkThresholds(nnw_threshold, thw_threshold)
+        self.model.attrs["link_thresholds"] = LinkThresholds(nnw_threshold, thw_threshold)  # not saved with the model
         self.best_path_only = best_path_only
         self.scorer = scorer
         # labels; nI and nO (the grid network's dims) once initialized
@@ -195,14 +185,9 @@ class W2NER(ReleasingPipe, TrainablePipe):
 
     @property
     def link_thresholds(self) -> LinkThresholds:
-        """The probabilities at which cells are read as NNW and THW links (``None``: the arg-max)."""
-        return self._link_thresholds
-
-    @link_thresholds.setter
-    def link_thresholds(self, value: LinkThresholds) -> None:
-        checked = LinkThresholds(check_link_threshold("nnw_threshold", value.nnw), check_link_threshold("thw_threshold", value.thw))
-        self._link_thresholds = checked
-        self.model.attrs["link_thresholds"] = checked  # what the model's forward reads (not saved with it)
+        """The probabilities at which cells are read as NNW and THW links (``None``: the arg-max),
+        where the model's forward reads them."""
+        return self.model.attrs["link_thresholds"]
 
     @property
     def warning_counts(self):
@@ -239,13 +224,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
 
     # Initialization -----------------------------------------------------------
 
-    def initialize(
-        self,
-        get_examples: Callable[[], Iterable[Example]],
-        *,
-        nlp: Optional[Language] = None,
-        labels: Optional[Sequence[str]] = None,
-    ) -> None:
+    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None,
+                   labels: Optional[Sequence[str]] = None) -> None:  # fmt: skip
         """Set the labels (given, or read from the examples) and build the model.
 
         The examples are read as a stream, keeping nothing but their labels and the first
@@ -257,7 +237,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         if labels is not None:
             for label in labels:
                 self.add_label(label)
-        plan = TrainingPlan(**{key: self.model.attrs[key] for key in ("max_window", "window_overlap", "max_grid_cells")})
+        plan = TrainingPlan.of(self.model)
         sample = _labels_and_sample(get_examples, self, read_labels=labels is None, plan=plan)
         if not self.labels:
             raise ValueError(
@@ -270,19 +250,10 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self._grid_scorer.set_dim("nO", n_relations(len(self.labels)), force=True)
         self.model.initialize(X=[example.predicted for example in sample] or None)
         self.cfg.update(grid_scorer_dims(self.model))
-        if plan.documents:
-            self._say_training_plan(plan)
+        if plan.documents:  # kept, logged, and checked against the memory there is (``model.training_plan``)
+            self.training_plan = plan.said(self.model, self.name)
         if isinstance(self.model.ops, NumpyOps):
-            map_large_blocks()  # training on the CPU: a step's peak memory stays flat (memory.py)
-
-    def _say_training_plan(self, plan: TrainingPlan) -> None:
-        """Keep (``self.training_plan``) and log (spaCy's logger, INFO) what training will grid and
-        its memory; ValueError (one line, the setting to change) when its largest grid batch cannot
-        fit the memory there is. ``python -m spacy_w2ner train`` prints the plan."""
-        plan.bytes_per_cell = grid_bytes_per_cell(self.model)
-        self.training_plan = plan
-        util.logger.info(plan.describe(self.name))
-        plan.check(self.name, available_memory_bytes(grid_device(self.model)))
+            map_large_blocks()  # training on the CPU: a step's peak memory stays flat (memory.heap)
 
     # Prediction ---------------------------------------------------------------
 
@@ -302,24 +273,6 @@ class W2NER(ReleasingPipe, TrainablePipe):
         batches = self.model.predict(docs)
         return lambda: self.entities_from_grids(docs, segment_grids(batches))
 
-    def _predictions(self, batches: Iterable[List[Doc]]) -> Iterator[Tuple[List[Doc], Callable[[], List[List[Entity]]]]]:
-        """``pipe``'s (docs, a call that returns their entities) per batch, in order. With
-        ``overlap_batches``, a batch's scoring is queued before the batch before it is given out
-        (so before the host waits for that batch and decodes it, and before the components
-        upstream prepare the batch after); an error in queuing is raised when the batch's
-        entities are asked for, so that the error handler gets that batch's docs."""
-        if not self.overlap_batches:
-            yield from super()._predictions(batches)
-            return
-        waiting = None
-        for docs in batches:
-            started = (docs, _started_or_raising(self._start_predict, docs))
-            if waiting is not None:
-                yield waiting
-            waiting = started
-        if waiting is not None:
-            yield waiting
-
     def entities_from_grids(self, docs: Sequence[Doc], grids: Iterable[SegmentGrid]) -> List[List[Entity]]:
         """``predict``'s entities from the docs' segment grids (relation ids and confidences per
         cell): decoded, labelled by name, none starting or ending on whitespace."""
@@ -334,29 +287,20 @@ class W2NER(ReleasingPipe, TrainablePipe):
         for doc, entities in zip(docs, predictions):
             set_entities(doc, scoring_at_least(entities, self.threshold), self.spans_key)
             if self.set_ents:
-                chosen = flat_entities(get_entities(doc, self.spans_key))
-                spans = [Span(doc, e.tokens[0], e.tokens[-1] + 1, label=e.label) for e in chosen]
-                doc.set_ents(spans, default="outside")
+                set_flat_ents(doc, self.spans_key)
 
     # Training -----------------------------------------------------------------
 
-    def update(
-        self,
-        examples: Iterable[Example],
-        *,
-        drop: float = 0.0,
-        sgd: Optional[Optimizer] = None,
-        losses: Optional[Dict[str, float]] = None,
-        loss_denominator: Optional[int] = None,
-    ) -> Dict[str, float]:
+    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd: Optional[Optimizer] = None,
+               losses: Optional[Dict[str, float]] = None, loss_denominator: Optional[int] = None) -> Dict[str, float]:  # fmt: skip
         """One training step, the grid network's forward and backward passes one grid batch at a
         time (``model.architecture.GridTrainingStep``): memory follows ``max_grid_cells``, not the
-        documents' length. Grids follow the gold Doc's sentences (``grid.targets.training_regions``).
-        ``loss_denominator``: what the loss is divided by when these examples are one process's
-        share of a batch (data-parallel training gives each process the whole batch's
-        ``loss_denominator(examples)``, so the processes' gradients add up to one process's)."""
-        if losses is None:
-            losses = {}
+        documents' length. Grids follow the gold Doc's sentences, the loss is a mean over their
+        cells (``model.objective``). ``loss_denominator``: what the loss is divided by when these
+        examples are one process's share of a batch (data-parallel training gives each process
+        the whole batch's ``loss_denominator(examples)``, so the processes' gradients add up to
+        one process's)."""
+        losses = {} if losses is None else losses
         losses.setdefault(self.name, 0.0)
         examples = list(examples)
         validate_examples(examples, f"{type(self).__name__}.update")
@@ -364,83 +308,36 @@ class W2NER(ReleasingPipe, TrainablePipe):
         if not any(len(doc) for doc in docs):
             return losses
         set_dropout_rate(self.model, drop)
-        gold, regions = self._gold_and_regions(examples)
-        step = GridTrainingStep(self.model, docs, regions)
-        self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, step.segments))
-        n_cells, totals = loss_denominator or _cells(step.segments), {"loss": 0.0, "triplet": 0.0, "conflicts": 0}
-
-        def gradient_of(batch) -> Floats4d:
-            loss, triplet, gradient, conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
-            totals["loss"] += loss
-            totals["triplet"] += triplet
-            totals["conflicts"] += conflicts
-            return gradient
-
-        step.backprop_each(gradient_of)
+        objective = TrainingObjective.of(self.model, examples, self.labels, self.spans_key)
+        step = GridTrainingStep(self.model, docs, objective.regions)
+        objective.count_unlearnable(step.segments)
+        n_cells = loss_denominator or grid_cells(step.segments)
+        step.backprop_each(lambda batch: objective.batch_gradient(batch.segments, batch.logits, n_cells))
         del step  # the step's activations, freed: the heap goes back to the system (CPU)
         ReleaseEvery(self.model.ops, 0).add(1)
-        self._warnings.count(self.name, "thw_conflict", totals["conflicts"])
+        self._warnings.count_all(self.name, objective.counts)
         if sgd is not None:
             self.finish_update(sgd)
-        losses[self.name] += totals["loss"] / n_cells + totals["triplet"]
+        losses[self.name] += objective.loss(n_cells)
         return losses
-
-    def _gold_and_regions(self, examples: Sequence[Example]) -> Tuple[List[List[Entity]], List[List[Tuple[int, int]]]]:
-        """The examples' aligned gold entities (label ids), and the regions their grids cover:
-        the gold sentences, joined where an entity crosses them (counted)."""
-        gold, regions, misaligned, joined = self._training_grids(examples)
-        self._warnings.count(self.name, "misaligned", misaligned)
-        self._warnings.count(self.name, "joined_sentences", joined)
-        return gold, regions
-
-    def _training_grids(self, examples: Sequence[Example]):
-        """(gold entities, regions, gold entities not aligned, sentence boundaries removed for
-        entities) of the examples, nothing counted."""
-        gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
-        found = [training_regions(example, entities) for example, entities in zip(examples, gold)]
-        return gold, [regions for regions, _ in found], misaligned, sum(joined for _, joined in found)
-
-    def _batch_loss(self, segments, logits: Floats4d, gold, n_cells: int) -> Tuple[float, float, Floats4d, int]:
-        """A grid batch's summed cross-entropy, its triplet loss where the config turns it on
-        (already divided by the step's cells: ``model.loss.grid_triplet_loss``), the gradient of
-        both (divided by the step's ``n_cells``) and its THW conflicts."""
-        gap_link_weight = self.model.attrs.get("cell_weights", CellWeights()).gap_link
-        targets, weights, conflicts = gold_grids(segments, logits.shape[1], gold, gap_link_weight)
-        loss, gradient = grid_cross_entropy(self.model.ops, logits, targets, weights, n_cells)
-        triplet, triplet_gradient = grid_triplet_loss(logits, segments, gold, self.model.attrs.get("triplet"), n_cells)
-        if triplet_gradient is not None:
-            gradient += triplet_gradient
-        return loss, triplet, gradient, conflicts
 
     def get_loss(
         self, examples: Sequence[Example], outputs: List[GridBatch], loss_denominator: Optional[int] = None
     ) -> Tuple[float, List[Floats4d]]:
-        """Cross-entropy over the valid grid cells of ``begin_update``'s outputs, averaged over
-        all of them (or summed and divided by ``loss_denominator``, the cells of the batch these
-        examples are part of), plus the triplet loss where the config turns it on (``update``
-        computes the same loss a grid batch at a time)."""
-        gold, misaligned = gold_entities(examples, self.labels, self.spans_key)
+        """The loss of ``begin_update``'s outputs and its gradients, as ``update`` computes them a
+        grid batch at a time (over all of the outputs' cells, or ``loss_denominator``)."""
+        objective = TrainingObjective.of(self.model, examples, self.labels, self.spans_key, regions=False)
         segments = [segment for batch in outputs for segment in batch.segments]
-        self._warnings.count(self.name, "misaligned", misaligned)
-        self._warnings.count(self.name, "unlearnable", count_unlearnable(gold, segments))
-        n_cells = loss_denominator or _cells(segments)
-        loss, triplet_loss, conflicts, gradients = 0.0, 0.0, 0, []
-        for batch in outputs:
-            batch_loss, batch_triplet, gradient, batch_conflicts = self._batch_loss(batch.segments, batch.logits, gold, n_cells)
-            triplet_loss += batch_triplet
-            loss += batch_loss
-            conflicts += batch_conflicts
-            gradients.append(gradient)
-        self._warnings.count(self.name, "thw_conflict", conflicts)
-        return loss / n_cells + triplet_loss, gradients
+        objective.count_unlearnable(segments)
+        n_cells = loss_denominator or grid_cells(segments)
+        gradients = [objective.batch_gradient(batch.segments, batch.logits, n_cells) for batch in outputs]
+        self._warnings.count_all(self.name, objective.counts)
+        return objective.loss(n_cells), gradients
 
     def loss_denominator(self, examples: Sequence[Example]) -> int:
-        """The grid cells of these examples' training segments (their gold sentences, joined
-        where an entity crosses them): what ``update`` averages over."""
-        regions = self._training_grids(examples)[1]
-        attrs = self.model.attrs
-        docs = [example.predicted for example in examples]
-        return _cells(segment_docs(docs, attrs["max_window"], attrs["window_overlap"], regions))
+        """The grid cells of these examples' training segments: what ``update`` averages over."""
+        objective = TrainingObjective.of(self.model, examples, self.labels, self.spans_key)
+        return objective.denominator([example.predicted for example in examples])
 
     def finish_update(self, sgd: Optimizer) -> None:
         """Apply the gradients: tok2vec at the optimizer's rate, the grid network scaled."""
@@ -471,34 +368,8 @@ class W2NER(ReleasingPipe, TrainablePipe):
         return super().from_disk(path, exclude=exclude)
 
     def _initialize_before_deserializing(self, cfg: dict, model_bytes: Callable[[], bytes]) -> None:
-        """Build the torch module for the saved dims, so the inherited methods load its weights.
-
-        Pipelines saved by 0.1.0 kept the dims in the model only (``legacy_grid_scorer_dims``).
-        """
-        if "nI" in cfg and "nO" in cfg:
-            dims = {"nI": cfg["nI"], "nO": cfg["nO"]}
-        else:
-            dims = legacy_grid_scorer_dims(self.model, model_bytes())
-        build_for_loading(self.model, dims)
-        self.cfg.update(dims)
-
-
-def _started_or_raising(start: Callable[[List[Doc]], Callable], docs: List[Doc]) -> Callable:
-    """``start(docs)``, or where it raised, a call that raises the same error."""
-    try:
-        return start(docs)
-    except Exception as error:
-        failure = error  # the except clause unbinds ``error`` when it ends
-
-        def raising():
-            raise failure
-
-        return raising
-
-
-def _cells(segments) -> int:
-    """The grid cells of the segments (at least 1: the loss's denominator)."""
-    return max(sum(segment.length * segment.length for segment in segments), 1)
+        """Build the torch module for the saved dims, so the inherited methods load its weights."""
+        self.cfg.update(build_for_loading(self.model, cfg, model_bytes))
 
 
 def w2ner_components(nlp: Language) -> List[Tuple[str, "W2NER"]]:

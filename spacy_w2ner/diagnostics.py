@@ -7,6 +7,7 @@ running total.
 """
 import warnings
 from collections import Counter
+from typing import Dict
 
 # Why a gold or predicted entity was not used, and what to do about it (warned once per cause).
 CAUSES = {
@@ -62,3 +63,8 @@ class OnceWarnings:
                 f"[{name}] {count} {text}. Shown once: the running total is "
                 f"nlp.get_pipe({name!r}).warning_counts[{cause!r}]."
             )
+
+    def count_all(self, name: str, counts: Dict[str, int]) -> None:
+        """``count`` each cause of ``counts``, in order."""
+        for cause, count in counts.items():
+            self.count(name, cause, count)

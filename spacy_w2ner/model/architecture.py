@@ -13,8 +13,8 @@ from thinc.api import Model
 from thinc.types import Floats2d, Floats4d
 
 from ..grid.segments import validate_window
-from ..memory import ReleaseEvery
-from ..nn.fused_adam import check_half_dtype
+from ..memory.heap import ReleaseEvery
+from ..nn.shim import check_half_dtype
 from .batches import score_docs
 from .grid_scorer import build_grid_scorer, grid_overflowed, grid_scorer_layer
 from .hyperparameters import cell_weights, check_positive_int, grid_padding_setting, triplet_settings, validate_hyperparameters
@@ -55,7 +55,7 @@ def build_w2ner_model(
     The defaults (the paper's CADEC settings) are in the ``w2ner`` factory's config.
     ``max_window`` bounds the grid side (longer stretches are windowed with ``window_overlap``
     tokens of overlap); ``max_grid_cells`` bounds segments x longest^2 per torch batch and
-    ``max_grid_padding`` its padding (``grid.segments.padding_limit``); the component sets ``nO``.
+    ``max_grid_padding`` its padding (``padding.padding_limit``); the component sets ``nO``.
     ``mixed_precision_dtype``: the autocast dtype of ``mixed_precision`` on CUDA, "float16" (with
     loss scaling) or "bfloat16". Training's loss: ``triplet_*``, a grid-level triplet loss beside
     the cross-entropy, off while ``triplet_weight`` is 0 (``model.loss.grid_triplet_loss``);
@@ -113,7 +113,7 @@ def _infer_width(tok2vec: Model, X: Optional[List[Doc]]) -> int:
 
 
 # Predicting on the CPU, freed heap memory goes back to the system once every this many grid
-# cells (four 256-token windows): a long document's resident memory stays flat (``memory.py``).
+# cells (four 256-token windows): a long document's resident memory stays flat (``memory.heap``).
 RELEASE_CELLS = 4 * 256 * 256
 
 

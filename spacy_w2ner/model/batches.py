@@ -11,8 +11,8 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 from spacy.tokens import Doc
 from thinc.api import Model
 
-from ..grid.segments import Segment, batch_by_cells, padding_limit, segment_docs
-from .padding import all_word_vectors, grid_length_multiple, pad_segments, padding_rows
+from ..grid.segments import Segment, batch_by_cells, segment_docs
+from .padding import all_word_vectors, grid_length_multiple, pad_segments, padding_limit, padding_rows
 from .types import ScoredBatch, WordVectors
 
 

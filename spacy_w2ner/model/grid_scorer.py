@@ -13,7 +13,7 @@ longest, longest, relations): Thinc arrays in training, the torch tensor itself 
 predicting (``predictions.HostGrids`` reduces it on its device).
 """
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import srsly
 import torch
@@ -22,7 +22,7 @@ from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
 from thinc.types import ArgsKwargs, Floats3d, Ints1d
 
 from ..nn.cuda_graphs import GraphedGridNetwork, attach_graphs
-from ..nn.fused_adam import FusedPyTorchShim, fuse_updates
+from ..nn.shim import FusedPyTorchShim, fuse_updates, grad_scaler, torch_module
 from ..nn.network import GridNetwork, saved_bytes_per_cell
 from .types import no_backprop
 
@@ -139,21 +139,21 @@ def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
 
 def grid_overflowed(grid_scorer: Model) -> bool:
     """Whether the grid network's float16 loss scaling met an overflow in this step's backward
-    passes so far (``nn.fused_adam.FusedUpdate``): the step is then skipped."""
+    passes so far (``nn.shim.FusedUpdate``): the step is then skipped."""
     shim = grid_scorer.layers[0].shims[0] if grid_scorer.layers else None
-    return bool(shim is not None and shim._grad_scaler.found_inf)
+    return bool(shim is not None and grad_scaler(shim).found_inf)
 
 
 def grid_bytes_per_cell(model: Model) -> float:
     """The bytes the grid network keeps per grid cell for a training backward pass (measured:
     ``nn.network.saved_bytes_per_cell``)."""
     grid_scorer = model.get_ref("grid_scorer")
-    return saved_bytes_per_cell(grid_scorer.layers[0].shims[0]._model, grid_scorer.get_dim("nI"))
+    return saved_bytes_per_cell(torch_module(grid_scorer.layers[0].shims[0]), grid_scorer.get_dim("nI"))
 
 
 def grid_device(model: Model) -> torch.device:
     """The device the grid network's weights are on."""
-    return next(model.get_ref("grid_scorer").layers[0].shims[0]._model.parameters()).device
+    return next(torch_module(model.get_ref("grid_scorer").layers[0].shims[0]).parameters()).device
 
 
 def grid_scorer_dims(model: Model) -> Dict[str, int]:
@@ -162,12 +162,16 @@ def grid_scorer_dims(model: Model) -> Dict[str, int]:
     return {dim: grid_scorer.get_dim(dim) for dim in ("nI", "nO")}
 
 
-def build_for_loading(model: Model, dims: Dict[str, int]) -> None:
-    """Set the grid scorer's dims and build its torch module, so saved weights can load into it."""
+def build_for_loading(model: Model, cfg: dict, model_bytes: Callable[[], bytes]) -> Dict[str, int]:
+    """Set the grid scorer's dims (the component's saved ``cfg``'s; in the model's bytes for
+    pipelines saved by 0.1.0, ``legacy_grid_scorer_dims``) and build its torch module, so saved
+    weights can load into it; the dims."""
+    dims = {"nI": cfg["nI"], "nO": cfg["nO"]} if "nI" in cfg and "nO" in cfg else legacy_grid_scorer_dims(model, model_bytes())
     grid_scorer = model.get_ref("grid_scorer")
     for dim, value in dims.items():
         grid_scorer.set_dim(dim, value, force=True)
     build_grid_scorer(grid_scorer)
+    return dims
 
 
 def legacy_grid_scorer_dims(model: Model, model_bytes: bytes) -> Dict[str, int]:

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from typing import Optional
 
 from spacy.training import Example
+from spacy.util import logger
+from thinc.api import Model
 
 from ..entities import aligned_gold_entities
 from ..grid.segments import segment_doc
 from ..grid.targets import training_regions
+from ..memory.available import available_memory_bytes
+from .grid_scorer import grid_bytes_per_cell, grid_device
 
 GIB = 1024**3
 # A backward pass holds its gradients beside the saved activations: the peak measured on the
@@ -41,6 +45,20 @@ class TrainingPlan:
     windowed_documents: int = 0  # longer than max_window with no sentence boundaries
     joined_boundaries: int = 0  # sentence boundaries removed because a gold entity crossed them
     bytes_per_cell: Optional[float] = None
+
+    @classmethod
+    def of(cls, model: Model) -> "TrainingPlan":
+        """An empty plan for the model's windows and grid batches."""
+        return cls(**{key: model.attrs[key] for key in ("max_window", "window_overlap", "max_grid_cells")})
+
+    def said(self, model: Model, name: str) -> "TrainingPlan":
+        """The plan with the built model's bytes per cell, logged (spaCy's logger, INFO; ``python -m
+        spacy_w2ner train`` prints it); ValueError (one line, the setting to change) when its
+        largest grid batch cannot fit the memory there is."""
+        self.bytes_per_cell = grid_bytes_per_cell(model)
+        logger.info(self.describe(name))
+        self.check(name, available_memory_bytes(grid_device(model)))
+        return self
 
     def add(self, example: Example, spans_key: str) -> None:
         doc = example.predicted

@@ -67,6 +67,10 @@ class LinkThresholds:
     nnw: Optional[float] = None
     thw: Optional[float] = None
 
+    def __post_init__(self) -> None:  # ValueError naming the setting where one is no probability
+        object.__setattr__(self, "nnw", check_link_threshold("nnw_threshold", self.nnw))
+        object.__setattr__(self, "thw", check_link_threshold("thw_threshold", self.thw))
+
     @property
     def is_argmax(self) -> bool:
         return self.nnw is None and self.thw is None

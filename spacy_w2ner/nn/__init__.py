@@ -1,10 +1,16 @@
-"""The torch layer: the only modules that build torch modules or update torch tensors.
+"""The torch layer: the torch modules, and the Thinc shims that run and train them.
 
 * ``network``: ``GridNetwork``, the W2NER grid network (BiLSTM, conditional layer norm grid,
   distance/region embeddings, dilated convolutions, biaffine + MLP co-predictor);
-* ``fused_adam``: one multi-tensor Adam step for a Thinc shim's module, and bfloat16 autocast;
-* ``hf_shim``: spacy-transformers' ``HFShim`` with that step (the encoder's shim), and ``Int8HFShim``;
+* ``triplet``: the triplet loss's hinges on grid cells;
 * ``int8``: int8 Linear layers for CPU inference (which layers, how, and which are int8);
 * ``cuda_graphs``: both networks' prediction passes on a GPU replayed from CUDA graphs;
+* ``adam``: Thinc's Adam update of all of a module's tensors at once (torch's functional Adam);
+* ``shim``: Thinc's shim with that step, autocast and prediction (the one reader of Thinc's privates);
+* ``hf_shim``: spacy-transformers' ``HFShim`` with the same (the encoder's shim), and ``Int8HFShim``;
 * ``transfers``: copies from the host to a GPU that do not wait for it.
+
+``network``, ``triplet``, ``int8`` and ``cuda_graphs`` import torch alone (the import contract in
+setup.cfg says so); ``adam``, ``shim``, ``hf_shim`` and ``transfers`` meet Thinc's arrays and
+optimizer, and ``hf_shim`` spacy-transformers.
 """

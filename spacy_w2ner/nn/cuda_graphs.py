@@ -22,18 +22,26 @@ of them; a pass it cannot replay (on the CPU, over the limit, a module whose for
 value back to the host, which a capture cannot record) runs as before. A copy from the host
 within a pass (MPNet's relative position buckets) is recorded as a copy on the device of the
 warm-up pass's (``HostCopiesFromWarmUp``). A graph reads the weights where they were when it
-was recorded: weights updated in place are read as they are; weights given new tensors, or
-another module, make every graph be recorded again. Which layers' outputs the encoder's keep
+was recorded: ``use_params`` (the averages copied into the weights and back) keeps the graphs; a
+training step does not (``nn.adam``'s step gives every weight the other of two buffers, Thinc's
+loop new arrays), nor does another module or moving it: the graphs are then recorded again at the
+next prediction, so they pay off when predicting, not between training steps (spaCy's
+evaluations during training record theirs anew). Which layers' outputs the encoder's keep
 (``top_layers``: the ones the encoder averages) bounds the memory its graphs' outputs hold.
 Turned off (``attach_graphs``), the graphs are kept for when they are on again.
 """
+import contextlib
 import functools
 import threading
 import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+try:  # private: torch has no public dispatch mode; this module is its one user (``host_copies_mode``)
+    from torch.utils._python_dispatch import TorchDispatchMode
+except ImportError:  # a torch without it: a pass that copies from the host runs eagerly
+    TorchDispatchMode = None
 
 from .transfers import to_device
 
@@ -142,7 +150,7 @@ class CudaGraphRecorder:
                 raised.append(error)
                 raise
 
-        host_copies = HostCopiesFromWarmUp()
+        host_copies = host_copies_mode()
         with torch.cuda.stream(side):
             for _ in range(WARMUP_PASSES):
                 with host_copies.warming_up():
@@ -157,7 +165,25 @@ class CudaGraphRecorder:
         return functools.partial(_replay, graph, host_copies.device_values()), output
 
 
-class HostCopiesFromWarmUp(TorchDispatchMode):
+def host_copies_mode():
+    """``HostCopiesFromWarmUp`` for a capture; where torch lacks its (private) dispatch mode, a
+    stand-in under which a capture meets a pass's copies from the host as they are: torch refuses
+    them, and such a pass runs eagerly (the warning of ``GraphedPasses``), as before the mode."""
+    return HostCopiesFromWarmUp() if TorchDispatchMode is not None else _HostCopiesAsTheyCome()
+
+
+class _HostCopiesAsTheyCome:
+    def warming_up(self):
+        return contextlib.nullcontext()
+
+    def capturing(self):
+        return contextlib.nullcontext()
+
+    def device_values(self) -> list:
+        return []
+
+
+class HostCopiesFromWarmUp(TorchDispatchMode or object):
     """Copies from the host to the device within a recorded pass, given in the capture from the
     last warm-up pass's.
 
@@ -281,9 +307,9 @@ class GraphedPasses:
     def _forget_graphs_of_other_weights(self, module: torch.nn.Module) -> None:
         """Drop every graph when ``module`` is another module than theirs, or its weights live in
         other memory than they read (a graph reads where the weights were when it was recorded).
-        An optimizer that updates weights in place (the fused Adam step, ``use_params``) keeps
-        them; one that gives a parameter new data (Thinc's own loop, for optimizers the fused step
-        cannot make), or moving the module, does not. The module's tensors are listed once per
+        ``use_params`` copies into the weights and keeps them; a training step (``nn.adam``: the
+        other of two buffers; Thinc's own loop: new arrays), or moving the module, gives the weights
+        other memory. The module's tensors are listed once per
         module (walking its submodules costs 0.8 ms for MPNet-base), their addresses read each
         pass."""
         if id(module) != self._module_id:
@@ -405,7 +431,7 @@ class GraphedGridNetwork(GraphedPasses):
 
 
 def attach_graphs(shims: Sequence, on: bool, make: Callable[[], GraphedPasses]) -> None:
-    """Give each of ``shims`` (``nn.fused_adam.FusedUpdate``'s) replayed passes (``make()``) the
+    """Give each of ``shims`` (``nn.shim.FusedUpdate``'s) replayed passes (``make()``) the
     first time ``on`` is true, and enable or disable the ones they have with ``on``: turned off
     and on again, the graphs recorded before are replayed, not recorded anew (their memory stays
     held meanwhile; ``shim.cuda_graphs = None`` lets it go). A shim of Thinc's own class, which

@@ -1,7 +1,7 @@
-"""spacy-transformers' HFShim with w2ner's fused optimizer step and half dtype (``fused_adam.py``),
+"""spacy-transformers' HFShim with w2ner's shim (``shim.py``: the fused optimizer step, the half dtype),
 and with int8 Linear layers for CPU inference (``int8.py``).
 
-A module of its own so that importing ``fused_adam`` does not import spacy-transformers, and so
+A module of its own so that importing ``shim`` does not import spacy-transformers, and so
 that the classes pickle by name (``spacy_w2ner.nn.hf_shim.FusedHFShim``, ``Int8HFShim``).
 """
 import io
@@ -14,7 +14,7 @@ import srsly
 from spacy_transformers.layers.hf_shim import HFShim
 from transformers import AutoModel
 
-from .fused_adam import FusedUpdate
+from .shim import FusedUpdate, torch_module
 from .int8 import fewer_bits_warning, int8_layer_names, quantize_linear_layers
 
 INT8_CANNOT_TRAIN = (
@@ -71,16 +71,17 @@ class Int8HFShim(FusedHFShim):
 
     def make_int8(self) -> None:
         """Make the encoder's matched Linear layers int8 (once per encoder module); ValueError on a GPU."""
-        if self._model is None or self._model is self._int8_model:
+        module = torch_module(self)
+        if module is None or module is self._int8_model:
             return
-        if not int8_layer_names(self._model):
-            if next(self._model.parameters()).device.type != "cpu":
+        if not int8_layer_names(module):
+            if next(module.parameters()).device.type != "cpu":
                 raise ValueError("int8 layers run on a CPU only: use the float32 pipeline on a GPU")
-            quantize_linear_layers(self._model, self.int8_layers)
-        warning = fewer_bits_warning(int8_layer_names(self._model))
+            quantize_linear_layers(module, self.int8_layers)
+        warning = fewer_bits_warning(int8_layer_names(module))
         if warning:
             warnings.warn(warning, stacklevel=2)
-        self._int8_model = self._model
+        self._int8_model = module
 
     def predict(self, inputs):
         self.make_int8()

@@ -12,16 +12,16 @@ own copies of numpy arrays (Thinc's ``ops.asarray``) already go so.
 """
 import numpy
 import torch
-from thinc.api import xp2torch
 
 
 def to_device(array, device: torch.device) -> torch.Tensor:
     """``array`` (numpy, a host tensor, or a device array: CuPy, torch) as a tensor on ``device``:
-    from the host to a GPU through pinned memory, without waiting for the device."""
+    from the host to a GPU through pinned memory, without waiting for the device. A CuPy array is
+    shared through DLPack, as Thinc's ``xp2torch`` shares it."""
     if isinstance(array, numpy.ndarray):
         array = torch.from_numpy(numpy.ascontiguousarray(array))
     elif not isinstance(array, torch.Tensor):
-        return xp2torch(array, device=device)
+        return torch.from_dlpack(array).to(device)
     if array.device.type == "cpu" and torch.device(device).type == "cuda":
         return array.pin_memory().to(device, non_blocking=True)
     return array.to(device)

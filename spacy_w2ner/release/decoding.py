@@ -17,9 +17,7 @@ optimistic.
 """
 import dataclasses
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
@@ -33,6 +31,7 @@ from spacy.training import Example
 from thinc.api import Config
 
 from ..component import W2NER, first_w2ner
+from ..files import write_directory
 from ..grid.segments import Segment
 from ..model.predictions import decided_relations, grid_probabilities
 from ..model.types import LinkThresholds, check_link_threshold
@@ -212,15 +211,12 @@ def write_with_setting(source: Path, output: Path, component: str, report: Decod
     """Copy the pipeline at ``source`` to ``output`` with the chosen setting in its config and
     the dev figures in its meta.json (``meta["spacy_w2ner"]["decoding"]``).
 
-    Written to a temporary directory beside ``output``, loaded back and checked, then renamed:
-    a failure leaves nothing half-written.
+    Written to a temporary directory beside ``output``, loaded back and checked, then renamed
+    (``files.write_directory``): a failure leaves nothing half-written.
     """
     import spacy
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
-        copy = work / "pipeline"
+    def write(copy: Path) -> None:
         shutil.copytree(source, copy)
         config = Config().from_disk(copy / "config.cfg", interpolate=False)
         config["components"][component].update(asdict(report.chosen.setting))
@@ -230,9 +226,9 @@ def write_with_setting(source: Path, output: Path, component: str, report: Decod
         loaded = DecodingSetting(pipe.link_thresholds.nnw, pipe.link_thresholds.thw, pipe.best_path_only)
         if loaded != report.chosen.setting:
             raise RuntimeError(f"the copy loads with {loaded}, not the chosen {report.chosen.setting}")
-        os.rename(copy, output)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    write_directory(output, write)
 
 
 def _record_in_meta(path: Path, report: DecodingReport) -> None:

@@ -10,11 +10,9 @@ where none does it writes nothing and raises ``NothingFaster`` (the command exit
 ``int8_layers``, so it rebuilds itself on load; its encoder state is saved int8; its meta.json
 says what was done and what was measured on which CPU (``meta["spacy_w2ner"]["optimized"]``).
 The output is written to a temporary directory beside it, loaded back and run once, then
-renamed: a failure leaves nothing half-written.
+renamed (``files.write_directory``): a failure leaves nothing half-written, and a kill between
+the renames of ``--force`` leaves the old output aside, put back by the next ``optimize``.
 """
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -23,6 +21,7 @@ from spacy.language import Language
 
 from ..component import first_w2ner
 from ..encoders.torch_module import encoder_torch_module
+from ..files import restore_replaced, write_directory
 from ..nn import int8
 from ..nn.int8 import INT8_PRESETS, check_patterns, default_preset, describe_cpu, int8_layer_names, linear_layer_names, quantize_linear_layers
 from .measure import Measurement, measure_candidates, rule, sample_texts
@@ -87,6 +86,7 @@ def optimize_pipeline(source: Path, output: Path, int8_layers: Optional[Sequence
 
     candidates = _candidates(int8_layers)
     source, output = Path(source), Path(output)
+    restore_replaced(output)
     _check_paths(source, output, force)
     nlp = spacy.load(source)
     name = encoder_component(nlp)
@@ -181,28 +181,23 @@ def _encoder_module(nlp: Language, name: str):
 
 def _write_atomically(nlp: Language, name: str, output: Path, report: OptimizeReport) -> None:
     """Save to a temporary directory beside ``output``, configure int8, load it back and run
-    it once, then rename it to ``output``; nothing is left behind on a failure."""
+    it once, then rename it to ``output`` (``--force``: the old output goes only once the new one
+    is complete); nothing is left behind on a failure."""
     import spacy
 
-    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
+    def write(work: Path) -> None:
+        work.mkdir()
         nlp.meta.setdefault("spacy_w2ner", {})["optimized"] = {
             key: value for key, value in asdict(report).items() if key not in ("output", "bytes_after")
         }
         nlp.to_disk(work)
         _configure_int8(work / "config.cfg", name, report.int8_layers)
         spacy.load(work)("A sentence to check that the optimized pipeline runs .")
-        umask = os.umask(0)
-        os.umask(umask)
-        work.chmod(0o777 & ~umask)  # mkdtemp's directory is private; the output is like any other
-        if output.exists():  # --force: the old output goes only once the new one is complete
-            shutil.rmtree(output) if output.is_dir() else output.unlink()
-        os.rename(work, output)
+
+    try:
+        write_directory(output, write)
     except OSError as err:
         raise OptimizeError(f"could not write {output}: {err} (nothing was written)") from None
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
 
 
 def _configure_int8(config_path: Path, name: str, patterns: List[str]) -> None:

@@ -11,8 +11,9 @@ functions, in one module per piece:
 * ``state``: the optimizer's state under names a new process understands;
 * ``randomness``: the random generators' states, and their seeds in each process of a run;
 * ``checkpoints``: what a checkpoint holds, written atomically, checked when read, the newest kept;
-* ``run``: the output directory: whose run it is, what changed, model-best and model-last;
-* ``lock``: an output directory written by one process at a time (``adapt`` uses it too);
+* ``run``: the output directory (``adapt`` uses it too): whose run it is, what changed, model-best and model-last;
+* ``lock``: an output directory written by one process at a time;
+* ``stop``: SIGINT, SIGTERM or the STOP file ask a run to stop after its step (``adapt`` uses it too);
 * ``distributed``: data-parallel training, one process of several (torchrun, Ray Train).
 """
 import contextlib
@@ -25,7 +26,7 @@ from .checkpoints import CheckpointError
 from .distributed import Cluster, DistributedError, check_world_size, restarted_by_launcher
 from .loop import Outcome, info_line, train_resumable
 from .replay import ReplayError
-from .run import RUN_FILE, RunDirectory, RunError, RunFinished, check_corpora_exist
+from .run import RUN_FILE, RunDirectory, RunError, RunFinished, check_corpora_exist, corpus_fingerprints, prepare_training, start_training
 from .state import StateError
 from .stream import DataPositionError
 
@@ -76,9 +77,10 @@ def _prepare(run: RunDirectory, config, resume: bool, force_resume: bool, world_
     say = lambda line: print(info_line(line))  # noqa: E731
     check_corpora_exist(config)
     run.hold()
-    checkpoint = run.prepare(config, resume or force_resume, force_resume, say)
+    corpora = corpus_fingerprints(config)
+    checkpoint = prepare_training(run, config, corpora, resume or force_resume, force_resume, say)
     check_world_size(checkpoint, world_size, force_resume, say)
-    run.start(config, checkpoint)
+    start_training(run, config, corpora, checkpoint)
     return checkpoint
 
 

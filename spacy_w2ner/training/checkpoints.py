@@ -13,15 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional
 
+import torch
+
 from ..files import describe_file, remove_tree, replace_directory, write_synced
 
 CHECKPOINTS = "checkpoints"
 PREFIX = "step-"
 
-# What a checkpoint holds.
-MODEL = "model"  # nlp.to_disk(): the weights as trained, not their averages
+# What a checkpoint holds: ``train``'s and ``adapt-encoder``'s.
+MODEL = "model"  # nlp.to_disk(): the weights as trained, not their averages; adapt: the masked LM (save_pretrained)
 OPTIMIZER_ARRAYS = "optimizer.npz"  # the optimizer's moments and averages (state.py)
 OPTIMIZER_STATE = "optimizer.json"  # its update counts, hyperparameters and the arrays' names
+TORCH_OPTIMIZER = "optimizer.pt"  # adapt: the torch optimizer's and the schedule's state_dict (torch.save)
 TRAINER = "trainer.json"  # the step, the place in the data, the evaluations and losses so far, the processes
 CONFIG = "config.cfg"  # the resolved config
 MANIFEST = "MANIFEST.json"  # written last: every other file's size and SHA-256
@@ -52,6 +55,15 @@ class Checkpoint:
     def read_json(self, name: str) -> dict:
         return json.loads((self.path / name).read_text(encoding="utf8"))
 
+    def threads_differ(self) -> Optional[str]:
+        """A line where this process has other torch threads than the one that wrote the
+        checkpoint (a sum over threads rounds otherwise), else None."""
+        threads = self.read_json(TRAINER).get("threads")
+        if threads is None or threads == torch.get_num_threads():
+            return None
+        return (f"this process uses {torch.get_num_threads()} threads, the checkpoint's {threads}: "
+                "the results can differ in the last bits from a run that was never stopped")  # fmt: skip
+
     @property
     def world_size(self) -> int:
         """How many processes trained the run (1 where the checkpoint does not say)."""
@@ -62,6 +74,11 @@ class Checkpoint:
         more processes, forced) the first process's."""
         own = self.path / random_states_file(rank, self.world_size)
         return self.read_json(own.name if own.exists() else random_states_file(0, self.world_size))
+
+
+def write_json(path: Path, data) -> None:
+    """Python's json, whose floats read back exactly (the losses, the scores)."""
+    path.write_text(json.dumps(data), encoding="utf8")
 
 
 def checkpoint_name(step: int) -> str:

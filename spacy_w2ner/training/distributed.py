@@ -5,9 +5,10 @@ Launched as PyTorch programs are (``torchrun``, or Ray Train's ``TorchTrainer``,
 ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and ``MASTER_ADDR``), every process builds the same
 pipeline from the same seed and reads the same shuffled batches: the config's batch is the
 global batch. Each process updates on its share of a batch (``share``) with spaCy's
-``nlp.update(..., sgd=False)``; where spaCy's loop then calls each component's
-``finish_update``, the processes sum their gradients (``DataParallelLanguage``) and each makes
-the one optimizer step, so the processes stay identical and N of them train what one does.
+``nlp.update(..., sgd=False)``, and before spaCy's loop calls each component's ``finish_update``
+the processes sum their gradients (``DataParallelLanguage.combine_gradients``, called at the end
+of the step's ``update``); each then makes the one optimizer step, so the processes stay
+identical and N of them train what one does.
 
 A sum is right because every loss is a sum over the step's examples or a mean whose denominator
 is the whole step's: spaCy's components sum over their examples; a component whose loss is a
@@ -36,6 +37,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from ..nn.shim import grad_scaler, mark_overflow
 from .randomness import python_random_state, set_python_random_state
 from .state import PipelineParameter, walk_parameters
 
@@ -235,7 +237,7 @@ def _import_modules_holding_the_world() -> None:
     """Import, before the process group exists, the torch modules that keep the group alive once
     imported: ``torch.distributed.nn.functional``'s collectives take ``group.WORLD`` as it is at
     import time for their default group, and spacy-transformers imports them (through
-    transformers and torch._dynamo) as the pipeline is built. Imported after the group is made,
+    transformers and torch's dynamo) as the pipeline is built. Imported after the group is made,
     they hold it past ``destroy_process_group``, and its gloo threads are then ended while
     Python shuts down, which now and then aborts the process (SIGABRT, "terminate called
     without an active exception"). Imported first, their default is None: the same group."""
@@ -335,27 +337,35 @@ class _Step:
 
     losses: Dict[str, float] = field(default_factory=dict)
     fingerprint: int = 0
-    loop_losses: Optional[Dict[str, float]] = None  # train_while_improving's dict
 
 
 class DataParallelLanguage:
     """The pipeline as spaCy's ``train_while_improving`` sees it in a process of a data-parallel
-    run: ``update`` updates on this process's share of each (sub-)batch, and ``pipeline``, which
-    the loop reads once a step after the updates to call each component's ``finish_update``,
-    first sums the processes' gradients and losses. Anything else is the pipeline's own."""
+    run, where the loop is given ``accumulate_gradient = 1``: ``update`` is the whole step's
+    updates, this process's share of each of its sub-batches (spaCy's ``subdivide_batch`` by the
+    config's ``accumulate_gradient``), then ``combine_gradients``, called here, before spaCy's loop
+    calls each component's ``finish_update``. Anything else is the pipeline's own."""
 
-    def __init__(self, nlp, cluster: Cluster, exclude: Sequence[str], stop_requested: Callable[[], bool]):
+    def __init__(self, nlp, cluster: Cluster, exclude: Sequence[str], accumulate_gradient: int, stop_requested: Callable[[], bool]):
         self._nlp, self._cluster, self._exclude = nlp, cluster, list(exclude)
+        self._accumulate_gradient = accumulate_gradient
         self._stop_requested = stop_requested
-        self._step: Optional[_Step] = None
         self.stop_agreed = False  # whether any process was asked to stop, as of the last step
 
     def update(self, examples, *, losses=None, component_cfg=None, **kwargs):
+        from spacy.training.loop import subdivide_batch
+
+        step = _Step()
+        for subbatch in subdivide_batch(examples, self._accumulate_gradient):
+            self._update_on_share(list(subbatch), step, component_cfg, kwargs)
+        self.combine_gradients(step, losses)
+        return losses
+
+    def _update_on_share(self, examples: list, step: _Step, component_cfg: Optional[dict], kwargs: dict) -> None:
+        """This process's update on its share of a sub-batch, each mean loss divided by the whole
+        sub-batch's denominator."""
         from .stream import batch_fingerprint
 
-        examples = list(examples)
-        step = self._step = self._step or _Step()
-        step.loop_losses = losses
         step.fingerprint = (step.fingerprint * 1_000_003 + int(batch_fingerprint(examples)[:12], 16)) % 2**48
         mine = share(examples, self._cluster.rank, self._cluster.world_size)
         if mine:
@@ -363,16 +373,10 @@ class DataParallelLanguage:
             for name, denominator in loss_denominators(self._nlp, examples, self._exclude).items():
                 config[name] = {**config.get(name, {}), **denominator}
             self._nlp.update(mine, losses=step.losses, component_cfg=config, **kwargs)
-        return losses
 
-    @property
-    def pipeline(self):
-        if self._step is not None:
-            step, self._step = self._step, None
-            self._combine(step)
-        return self._nlp.pipeline
-
-    def _combine(self, step: _Step) -> None:
+    def combine_gradients(self, step: _Step, losses: Optional[Dict[str, float]]) -> None:
+        """Sum the step's gradients and losses over the processes (every process then holds the
+        whole step's), and agree on its facts (``_step_facts``); the losses go into ``losses``."""
         parameters = list(walk_parameters(self._nlp, self._exclude))
         gradients = [_gradient(parameter) for parameter in parameters]
         names = self._nlp.pipe_names
@@ -383,10 +387,10 @@ class DataParallelLanguage:
         for (parameter, gradient), tensor in zip(chosen, tensors):
             if gradient is None:
                 _set_gradient(parameter, tensor)
-        if step.loop_losses is not None:
+        if losses is not None:
             for name, value, flag in zip(names, facts["losses"], facts["has loss"]):
                 if flag:
-                    step.loop_losses[name] = step.loop_losses.get(name, 0.0) + value
+                    losses[name] = losses.get(name, 0.0) + value
 
     def _step_facts(self, step: _Step, gradients: List[Optional[torch.Tensor]], names: List[str]) -> Dict[str, list]:
         """The step's facts summed over the processes (one all-reduce of a few numbers): which
@@ -422,7 +426,7 @@ class DataParallelLanguage:
         _set_random_state_numbers(facts["python random"])
         if facts["overflow"][0]:  # float16: where one process's gradients overflowed, every process skips the step
             for scaler in scalers:
-                scaler._found_inf = True  # Thinc's PyTorchGradScaler has no setter
+                mark_overflow(scaler)
         return facts
 
     def __getattr__(self, name):
@@ -433,7 +437,7 @@ def _grad_scalers(nlp, exclude: Sequence[str]) -> list:
     """The grad scalers of the torch modules' shims (Thinc's float16 loss scaling)."""
     shims = {id(shim): shim for name, pipe in nlp.pipeline if name not in exclude and hasattr(getattr(pipe, "model", None), "walk")
              for node in pipe.model.walk() for shim in node.shims}  # fmt: skip
-    return [shim._grad_scaler for shim in shims.values() if getattr(shim, "_grad_scaler", None) is not None]
+    return [grad_scaler(shim) for shim in shims.values() if grad_scaler(shim) is not None]
 
 
 def _all_reduce_sections(sections: Dict[str, list], group) -> Dict[str, list]:

@@ -12,10 +12,8 @@ on a CPU the run ends with the same weights, bit for bit, as one that was never 
 data-parallel run (``distributed.py``) every process runs this loop; the first alone evaluates,
 logs, saves and writes the checkpoints.
 """
-import json
 import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +33,12 @@ from spacy.util import registry, resolve_dot_names
 from thinc.api import fix_random_seed, set_gpu_allocator
 from wasabi import Printer, color
 
-from .checkpoints import CONFIG, TRAINER, Checkpoint, random_states_file, write_checkpoint
+from .checkpoints import CONFIG, MODEL, TRAINER, Checkpoint, random_states_file, write_json
 from .distributed import Cluster, DataParallelLanguage, DistributedError, check_annotating_components, check_same_python_random
 from .randomness import capture_random_states, restore_random_states, seed_process_generators
 from .replay import Replay
 from .run import RunDirectory
+from .stop import StopRequests
 from .state import load_optimizer, save_optimizer
 from .stream import Batches, DataPosition
 
@@ -168,11 +167,11 @@ class _Session:
         self.language = nlp
         if cluster.distributed:
             check_annotating_components(nlp, T["annotating_components"])
-            self.language = DataParallelLanguage(nlp, cluster, T["frozen_components"], stop_requested)
+            self.language = DataParallelLanguage(nlp, cluster, T["frozen_components"], T["accumulate_gradient"], stop_requested)
             cluster.check_weights_agree(nlp, "before training")
         steps = train_while_improving(
             self.replay.language(self.language), self.optimizer, self.batches, self.replay.evaluation(self.evaluate),
-            dropout=T["dropout"], accumulate_gradient=T["accumulate_gradient"], patience=T["patience"],
+            dropout=T["dropout"], accumulate_gradient=1 if cluster.distributed else T["accumulate_gradient"], patience=T["patience"],
             max_steps=T["max_steps"], eval_frequency=T["eval_frequency"], exclude=T["frozen_components"],
             annotating_components=T["annotating_components"], before_update=T["before_update"],
         )  # fmt: skip
@@ -202,10 +201,8 @@ class _Session:
             checkpoint = self.checkpoint_read
             load_optimizer(self.optimizer, self.nlp, checkpoint.path, check_schedules=not self.force_resume)
             restore_random_states(checkpoint.random_states(self.cluster.rank))
-            threads = checkpoint.read_json(TRAINER).get("threads")
-            if threads is not None and threads != torch.get_num_threads():
-                self.say(f"this process uses {torch.get_num_threads()} threads, the checkpoint's {threads}: "
-                         "the results can differ in the last bits from a run that was never stopped")
+            if checkpoint.threads_differ():
+                self.say(checkpoint.threads_differ())
             self.say(f"Resumed at step {info['step'] + 1}, epoch {info['epoch']}")
         return True
 
@@ -272,15 +269,15 @@ class _Session:
         trainer = self.state.as_dict(info, cluster.world_size)
 
         def write_files(directory: Path) -> None:
-            self.nlp.to_disk(directory / "model")
+            self.nlp.to_disk(directory / MODEL)
             save_optimizer(self.optimizer, self.nlp, directory)
             (directory / CONFIG).write_text(self.config.to_str(), encoding="utf8")
             for rank, states in enumerate(random_states):
-                _write_json(directory / random_states_file(rank, cluster.world_size), states)
-            _write_json(directory / TRAINER, trainer)
+                write_json(directory / random_states_file(rank, cluster.world_size), states)
+            write_json(directory / TRAINER, trainer)
 
         started = time.perf_counter()
-        written = write_checkpoint(self.run.path, self.state.steps, write_files, keep)
+        written = self.run.write_checkpoint(self.state.steps, write_files, keep)
         self.say(f"checkpoint {written.path.name} written in {time.perf_counter() - started:.1f} s")
 
     def say(self, line: str) -> None:
@@ -324,47 +321,3 @@ def info_line(line: str) -> str:
     text = f"\u2139 {line}"
     return color(text, fg=4) if Printer().show_color else text
 
-
-def _write_json(path: Path, data) -> None:
-    """Python's json, whose floats read back exactly (the losses, the scores)."""
-    path.write_text(json.dumps(data), encoding="utf8")
-
-
-class StopRequests:
-    """SIGINT and SIGTERM ask the run to stop after the current step (with a checkpoint); a
-    second SIGINT stops it at once. Only in the main thread (where Python delivers signals).
-    ``stop_file`` appearing asks the same (how the Ray launcher stops its workers)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-    POLL_SECONDS = 1.0
-
-    def __init__(self, stderr: IO, stop_file: Optional[Path] = None):
-        self.stderr, self.stop_file = stderr, stop_file
-        self.signal_number: Optional[int] = None
-        self._previous: dict = {}
-        self._polled = 0.0
-        self._file_seen = False
-
-    @property
-    def requested(self) -> bool:
-        if self.stop_file is not None and not self._file_seen and time.monotonic() - self._polled >= self.POLL_SECONDS:
-            self._polled = time.monotonic()
-            self._file_seen = self.stop_file.exists()
-        return self.signal_number is not None or self._file_seen
-
-    def _handle(self, number, frame) -> None:
-        if self.requested and number == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signal_number = number
-        self.stderr.write(f"\n{signal.Signals(number).name}: stopping after this step, with a checkpoint "
-                          "(Ctrl+C again stops at once, without one)\n")
-        self.stderr.flush()
-
-    def __enter__(self) -> "StopRequests":
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {number: signal.signal(number, self._handle) for number in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)

@@ -12,6 +12,7 @@ Ctrl+C stops at once.
 """
 import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,9 @@ from typing import Dict, Optional
 from ..extras import connect_ray, require_ray_train
 from .checkpoints import checkpoints
 from .distributed import check_world_size
-from .loop import Outcome, info_line
-from .run import RunDirectory, RunError, check_corpora_exist
+from .loop import Outcome
+from .run import RunDirectory, RunError, check_corpora_exist, corpus_fingerprints, prepare_training
+from .stop import StopRequests
 
 
 @dataclass
@@ -58,9 +60,8 @@ def train_on_ray(
         "resume": resume, "force_resume": force_resume, "checkpoint_every": checkpoint_every, "keep": keep,
     }  # fmt: skip
     trainer = _trainer(payload, workers, run)
-    stop = _StopOnSignal(run)
-    with stop:
-        error = _fit_in_thread(trainer, stop)
+    with StopRequests(sys.stderr, on_request=run.request_stop, stopping="the workers stop after this step") as stop:
+        error = _fit_in_thread(trainer, stop, run)
     if error is not None:
         raise _worker_error(error)
     record = run.record or {}
@@ -82,7 +83,7 @@ def _check_before_starting(config_path: Path, overrides: dict, run: RunDirectory
     check_corpora_exist(config)
     run.hold()  # a run still training there is refused here; the first worker holds it while it trains
     run.release()
-    checkpoint = run.prepare(config, resume or force_resume, force_resume, lambda line: None)
+    checkpoint = prepare_training(run, config, corpus_fingerprints(config), resume or force_resume, force_resume, lambda line: None)
     check_world_size(checkpoint, world_size, force_resume, lambda line: None)
 
 
@@ -125,7 +126,7 @@ def _worker(payload: dict) -> None:
     )  # fmt: skip
 
 
-def _fit_in_thread(trainer, stop: "_StopOnSignal") -> Optional[BaseException]:
+def _fit_in_thread(trainer, stop: StopRequests, run: RunDirectory) -> Optional[BaseException]:
     """``trainer.fit()`` in a thread, so that this (main) thread keeps its signal handlers
     (Ray Train's own, set in the main thread, would abort the workers at the first Ctrl+C). A
     stop request is made again until the run ends (a worker starting removes the one before)."""
@@ -141,8 +142,8 @@ def _fit_in_thread(trainer, stop: "_StopOnSignal") -> Optional[BaseException]:
     thread.start()
     while thread.is_alive():
         thread.join(0.2)
-        if stop.signal_number is not None and not stop.run.stop_file.exists():
-            stop.run.request_stop()
+        if stop.signal_number is not None and not run.stop_file.exists():
+            run.request_stop()
     return outcome.get("error")
 
 
@@ -155,30 +156,3 @@ def _worker_error(error: BaseException) -> BaseException:
             cause = cause.cause
         return cause if isinstance(cause, BaseException) else error
     return error
-
-
-class _StopOnSignal:
-    """SIGINT or SIGTERM asks the workers to stop after their current step (the run's STOP
-    file); a second SIGINT stops at once (KeyboardInterrupt: Ray ends the workers)."""
-
-    def __init__(self, run: RunDirectory):
-        self.run = run
-        self.signal_number: Optional[int] = None
-        self._previous: dict = {}
-
-    def _handle(self, number, frame) -> None:
-        if self.signal_number is not None and number == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signal_number = number
-        self.run.request_stop()
-        print(info_line(f"{signal.Signals(number).name}: the workers stop after this step, with a checkpoint "
-                        "(Ctrl+C again stops them at once, without one)"), flush=True)  # fmt: skip
-
-    def __enter__(self) -> "_StopOnSignal":
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {number: signal.signal(number, self._handle) for number in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)

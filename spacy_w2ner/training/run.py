@@ -1,25 +1,31 @@
-"""A run's output directory: whose run it is, whether it may continue, and spaCy's model-best and
-model-last replaced without ever being half-written.
+"""A run's output directory, for ``train`` and ``adapt-encoder`` alike (``RunDirectory``): whose
+run it is, one process writing it at a time, the request to stop, its checkpoints, and what is
+saved in it replaced without ever being half-written; and what ``train`` checks of it first.
 
-``DIR/run.json`` says what the run was started with (the config as given, with its overrides,
-interpolated; a fingerprint of the training and dev corpora), whether it finished, and how often
-it was resumed. Before anything is loaded, ``prepare`` refuses an output directory that holds
-another run, or a resume with another config or corpus (naming what changed), and picks the
-newest good checkpoint, saying in one line what it does. While a run trains, the process that
-writes its directory holds it (``hold``): a second run started on the same directory (a resume
-while the run still trains, a job requeued while the old one drains) is refused, naming the
-process that holds it, instead of both writing its checkpoints.
+``DIR/run.json`` (``adapt.json`` for ``adapt-encoder``: a ``RunKind`` says which) records what the
+run was started with, whether it finished, and how often it was resumed. While a run goes, the
+process that writes its directory holds it (``hold``: ``lock.DirectoryLock``): a second run
+started on the same directory (a resume while the run still goes, a job requeued while the old
+one drains) is refused, naming the process that holds it, instead of both writing its
+checkpoints. ``DIR/STOP`` appearing asks the run to stop after its step, with a checkpoint
+(``stop.StopRequests`` polls it). The checkpoints are ``checkpoints.py``'s.
+
+Before anything is loaded, ``prepare_training`` refuses an output directory that holds another
+run, or a resume with another config or corpus (naming what changed; the config as given, with
+its overrides, interpolated, and a fingerprint of the training and dev corpora), and picks the
+newest good checkpoint, saying in one line what it does.
 """
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from thinc.api import Config
 
-from ..files import restore_replaced, sha256_file, write_atomically, write_directory
-from .checkpoints import Checkpoint, checkpoints, newest_good, remove_stale
-from .lock import DirectoryInUse, DirectoryLock
+from ..files import remove_tree, restore_replaced, sha256_file, write_atomically, write_directory
+from .checkpoints import CHECKPOINTS, Checkpoint, checkpoints, newest_good, remove_stale, write_checkpoint
+from .lock import LOCK_FILE, DirectoryInUse, DirectoryLock
 
 RUN_FILE = "run.json"
 STOP_FILE = "STOP"  # its appearance stops the run after the current step, with a checkpoint
@@ -35,9 +41,23 @@ class RunFinished(Exception):
     """The run to resume has finished, with these settings: nothing to do."""
 
 
+@dataclass(frozen=True)
+class RunKind:
+    """What tells the runs apart that write such a directory: their record's name, how an error
+    names a run of theirs that still goes, and the error they raise."""
+
+    record_file: str
+    running: str
+    error: type = RunError
+
+
+TRAINING = RunKind(RUN_FILE, "a run that is still training")
+
+
 class RunDirectory:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, kind: RunKind = TRAINING):
         self.path = Path(path)
+        self.kind = kind
         self._lock = DirectoryLock(self.path)
 
     @property
@@ -51,76 +71,34 @@ class RunDirectory:
 
     def hold(self) -> None:
         """Hold the directory for this process's run until ``release`` or the process's end
-        (``lock.DirectoryLock``); RunError naming the process that holds it."""
+        (``lock.DirectoryLock``); the kind's error naming the process that holds it. A stop request
+        left by the run before (the one that stopped it) is removed."""
         try:
             self._lock.acquire()
         except DirectoryInUse as busy:
-            raise RunError(
-                f"{self.path} is in use by a run that is still training ({busy.holder}): wait for it to end, stop it "
+            raise self.kind.error(
+                f"{self.path} is in use by {self.kind.running} ({busy.holder}): wait for it to end, stop it "
                 f"(touch {self.stop_file}), or choose another --output"
             ) from None
+        if self.stop_file.exists():
+            self.stop_file.unlink()
 
     def release(self) -> None:
-        self._lock.release()
+        """Let the directory go; the lock file goes too once the run has finished."""
+        self._lock.release(remove=bool((self.record or {}).get("finished")))
+
+    def holds_something_else(self) -> bool:
+        """Whether the directory holds files but no run's record (and this process's lock)."""
+        return self.record is None and self.path.is_dir() and any(p.name != LOCK_FILE for p in self.path.iterdir())
 
     @property
     def record(self) -> Optional[dict]:
-        file = self.path / RUN_FILE
+        file = self.path / self.kind.record_file
         return json.loads(file.read_text(encoding="utf8")) if file.exists() else None
 
-    def prepare(self, config: Config, resume: bool, force_resume: bool, say: Callable[[str], None]) -> Optional[Checkpoint]:
-        """Check that this run may use the directory; the checkpoint to resume from (None: start
-        fresh). RunError when it may not."""
-        for name in (MODEL_BEST, MODEL_LAST):
-            restore_replaced(self.path / name)
-        remove_stale(self.path)
-        if self.stop_file.exists():  # the request that stopped the run before
-            self.stop_file.unlink()
-        record = self.record
-        if record is None:
-            return self._fresh_directory(resume, say)
-        if self._ended_before_its_first_checkpoint(record):
-            say(f"the run in {self.path} stopped before its first checkpoint (nothing to resume): starting afresh")
-            return None
-        if not resume:
-            raise RunError(
-                f"{self.path} holds a run ({_progress(record)}): continue it with --resume, or choose another --output"
-            )
-        changes = changed_settings(Config().from_str(record["config"]), config) + changed_corpora(record["corpora"], self._fingerprints(config))
-        if changes and not force_resume:
-            raise RunError(f"{self.path}'s run was started with other settings: {'; '.join(changes)} (--force-resume continues anyway)")
-        if record.get("finished") and not changes:
-            raise RunFinished(f"{self.path}'s run finished at step {record.get('steps')}: nothing to do")
-        if changes:
-            say(f"resuming although the settings changed (--force-resume): {'; '.join(changes)}")
-        checkpoint = newest_good(self.path, say)
-        if checkpoint is None:
-            say(f"no checkpoint in {self.path}: starting fresh")
-        return checkpoint
-
-    def _ended_before_its_first_checkpoint(self, record: dict) -> bool:
-        """Whether the directory's run ended before it wrote anything worth keeping: no checkpoint,
-        no model (a corpus path mistyped, a setting the memory check refused, a kill while the
-        pipeline initialized). A run still going holds the directory (``hold``, where the file system
-        has locks), so it never gets here."""
-        saved = [name for name in (MODEL_BEST, MODEL_LAST) if (self.path / name).exists()]
-        return not record.get("finished") and not saved and not checkpoints(self.path)
-
-    def _fresh_directory(self, resume: bool, say: Callable[[str], None]) -> None:
-        spacy_outputs = [name for name in (MODEL_BEST, MODEL_LAST) if (self.path / name).exists()]
-        if spacy_outputs:
-            raise RunError(
-                f"{self.path} holds {' and '.join(spacy_outputs)} from a run without checkpoints "
-                "(spacy train's?): choose another --output, or move them away"
-            )
-        if resume:
-            say(f"no run in {self.path} to resume: starting fresh")
-
-    def start(self, config: Config, checkpoint: Optional[Checkpoint]) -> None:
-        """Record the run's settings (a fresh run's, or those a forced resume goes on with)."""
-        record = (self.record if checkpoint is not None else None) or {"resumes": 0}
-        record.update(config=config.to_str(), corpora=self._fingerprints(config), finished=False)
-        self.write_record(record)
+    def write_record(self, record: dict) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.path / self.kind.record_file, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
 
     def count_resume(self) -> None:
         """One more resume, counted when the run says it resumes (a process killed before that,
@@ -129,21 +107,25 @@ class RunDirectory:
         record["resumes"] = record.get("resumes", 0) + 1
         self.write_record(record)
 
-    def _fingerprints(self, config: Config) -> Dict[str, str]:
-        """``corpus_fingerprints``, read once per config."""
-        text = config.to_str()
-        if getattr(self, "_fingerprinted", (None,))[0] != text:
-            self._fingerprinted = (text, corpus_fingerprints(config))
-        return self._fingerprinted[1]
-
     def finish(self, **facts) -> None:
         record = self.record or {}
         record.update(finished=True, **facts)
         self.write_record(record)
 
-    def write_record(self, record: dict) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path / RUN_FILE, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    def newest_checkpoint(self, say: Callable[[str], None]) -> Optional[Checkpoint]:
+        """The newest good checkpoint to resume from (None, said: start fresh), after removing
+        what a killed run left half-written."""
+        remove_stale(self.path)
+        checkpoint = newest_good(self.path, say)
+        if checkpoint is None:
+            say(f"no checkpoint in {self.path}: starting fresh")
+        return checkpoint
+
+    def write_checkpoint(self, step: int, write_files: Callable[[Path], None], keep: int) -> Checkpoint:
+        return write_checkpoint(self.path, step, write_files, keep)
+
+    def remove_checkpoints(self) -> None:
+        remove_tree(self.path / CHECKPOINTS)
 
     def save_model(self, write: Callable[[Path], None], is_best: bool) -> None:
         """spaCy's model-last (and model-best, a copy of it, when ``is_best``), each written
@@ -151,6 +133,62 @@ class RunDirectory:
         write_directory(self.path / MODEL_LAST, write)
         if is_best:
             write_directory(self.path / MODEL_BEST, lambda directory: shutil.copytree(self.path / MODEL_LAST, directory))
+
+
+# ---------------------------------------------------------------- train's checks
+
+
+def prepare_training(
+    run: RunDirectory, config: Config, corpora: Dict[str, str], resume: bool, force_resume: bool, say: Callable[[str], None]
+) -> Optional[Checkpoint]:
+    """Check that this run, of ``config`` on ``corpora`` (``corpus_fingerprints``), may use the
+    directory; the checkpoint to resume from (None: start fresh). RunError when it may not."""
+    for name in (MODEL_BEST, MODEL_LAST):
+        restore_replaced(run.path / name)
+    remove_stale(run.path)
+    record = run.record
+    if record is None:
+        return _fresh_directory(run, resume, say)
+    if _ended_before_its_first_checkpoint(run, record):
+        say(f"the run in {run.path} stopped before its first checkpoint (nothing to resume): starting afresh")
+        return None
+    if not resume:
+        raise RunError(f"{run.path} holds a run ({_progress(record)}): continue it with --resume, or choose another --output")
+    changes = changed_settings(Config().from_str(record["config"]), config) + changed_corpora(record["corpora"], corpora)
+    if changes and not force_resume:
+        raise RunError(f"{run.path}'s run was started with other settings: {'; '.join(changes)} (--force-resume continues anyway)")
+    if record.get("finished") and not changes:
+        raise RunFinished(f"{run.path}'s run finished at step {record.get('steps')}: nothing to do")
+    if changes:
+        say(f"resuming although the settings changed (--force-resume): {'; '.join(changes)}")
+    return run.newest_checkpoint(say)
+
+
+def start_training(run: RunDirectory, config: Config, corpora: Dict[str, str], checkpoint: Optional[Checkpoint]) -> None:
+    """Record the run's settings (a fresh run's, or those a forced resume goes on with)."""
+    record = (run.record if checkpoint is not None else None) or {"resumes": 0}
+    record.update(config=config.to_str(), corpora=corpora, finished=False)
+    run.write_record(record)
+
+
+def _ended_before_its_first_checkpoint(run: RunDirectory, record: dict) -> bool:
+    """Whether the directory's run ended before it wrote anything worth keeping: no checkpoint,
+    no model (a corpus path mistyped, a setting the memory check refused, a kill while the
+    pipeline initialized). A run still going holds the directory (``hold``, where the file system
+    has locks), so it never gets here."""
+    saved = [name for name in (MODEL_BEST, MODEL_LAST) if (run.path / name).exists()]
+    return not record.get("finished") and not saved and not checkpoints(run.path)
+
+
+def _fresh_directory(run: RunDirectory, resume: bool, say: Callable[[str], None]) -> None:
+    spacy_outputs = [name for name in (MODEL_BEST, MODEL_LAST) if (run.path / name).exists()]
+    if spacy_outputs:
+        raise RunError(
+            f"{run.path} holds {' and '.join(spacy_outputs)} from a run without checkpoints "
+            "(spacy train's?): choose another --output, or move them away"
+        )
+    if resume:
+        say(f"no run in {run.path} to resume: starting fresh")
 
 
 def _progress(record: dict) -> str:
@@ -173,12 +211,17 @@ def _flat(section, prefix: str = "") -> Dict[str, object]:
 
 def changed_settings(old: Config, new: Config) -> List[str]:
     """``section.key: old -> new`` for every setting that differs (added and removed ones too)."""
-    before, after = _flat(old.interpolate()), _flat(new.interpolate())
+    return changed(_flat(old.interpolate()), _flat(new.interpolate()))
+
+
+def changed(old: dict, new: dict) -> List[str]:
+    """``key: old -> new`` for each setting that differs (or that only one side has: ``(none)``)."""
+
     def shown(settings: dict, key: str) -> str:
         return repr(settings[key]) if key in settings else "(none)"
 
-    keys = sorted(set(before) | set(after))
-    return [f"{key}: {shown(before, key)} -> {shown(after, key)}" for key in keys if shown(before, key) != shown(after, key)]
+    keys = sorted(set(old) | set(new))
+    return [f"{key}: {shown(old, key)} -> {shown(new, key)}" for key in keys if shown(old, key) != shown(new, key)]
 
 
 def corpus_fingerprints(config: Config) -> Dict[str, str]:

@@ -17,6 +17,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 import numpy
 from thinc.api import Model, Optimizer, get_current_ops
 
+from ..nn.shim import torch_module
 from .checkpoints import OPTIMIZER_ARRAYS, OPTIMIZER_STATE
 
 Key = Tuple[int, str]
@@ -56,7 +57,7 @@ def walk_parameters(nlp, exclude: Iterable[str] = ()) -> Iterator[PipelineParame
             place = f"{component}/{index}:{node.name}"
             found = [((node.id, name), f"{place}#{name}", name, None) for name in node.param_names]
             for shim_index, shim in enumerate(node.shims):
-                module = getattr(shim, "_model", None)
+                module = torch_module(shim)
                 for name, tensor in module.named_parameters() if hasattr(module, "named_parameters") else ():
                     found.append(((shim.id, name), f"{place}/shim{shim_index}#{name}", name, tensor))
             for key, name, param_name, tensor in found:

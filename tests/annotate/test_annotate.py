@@ -201,8 +201,8 @@ def test_reading_streams_without_loading_the_whole_input(tmp_path):
 def test_freed_memory_goes_back_to_the_system_after_every_batch(tmp_path, model, monkeypatch):
     """Resident memory follows what is in use, not glibc's heap (bench/README.md, annotate): the
     w2ner component trims after a batch once 64 docs went by, in whichever process runs it."""
-    import spacy_w2ner.memory as component_module
-    from spacy_w2ner.memory import malloc_trim
+    import spacy_w2ner.memory.batches as component_module
+    from spacy_w2ner.memory.heap import malloc_trim
 
     assert malloc_trim() is not None  # glibc: the CI machines and this one
     trims = []
@@ -324,7 +324,7 @@ def test_the_command_has_every_option_of_the_options_type():
 def test_freed_memory_goes_back_across_small_pipe_calls(trained_nlp, monkeypatch):
     """The HTTP service calls nlp.pipe once per small batch: the docs are counted across calls,
     so its memory is given back too (every 64 docs at the end of a batch)."""
-    import spacy_w2ner.memory as component_module
+    import spacy_w2ner.memory.batches as component_module
 
     trims = []
     monkeypatch.setattr(component_module, "release_freed_memory", lambda: trims.append(1))

@@ -242,7 +242,7 @@ def test_encoder_passes_group_spans_by_length(monkeypatch):
     shapes.clear()
     grouped = list(nlp.pipe(texts, batch_size=len(texts)))
     grouped_shapes = list(shapes)
-    assert encoder.attrs["max_pass_padding"] is None  # 1.25 on a CPU (grid.segments.padding_limit)
+    assert encoder.attrs["max_pass_padding"] is None  # 1.25 on a CPU (model.padding.padding_limit)
     encoder.attrs["max_pass_padding"] = float("inf")  # padding never cuts a pass (bench/gpu's pinf)
     shapes.clear()
     list(nlp.pipe(texts, batch_size=len(texts)))

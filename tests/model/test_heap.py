@@ -1,4 +1,4 @@
-"""Training maps large blocks on their own (memory.map_large_blocks): glibc's rising mmap threshold
+"""Training maps large blocks on their own (memory.heap.map_large_blocks): glibc's rising mmap threshold
 otherwise puts a step's large tensors on the heap, whose holes grew a step's peak step after step."""
 import ctypes
 import ctypes.util
@@ -8,7 +8,7 @@ import sys
 import pytest
 import spacy
 
-from spacy_w2ner import memory
+from spacy_w2ner.memory import heap as memory
 
 from ..conftest import SMALL_W2NER_CONFIG, make_examples
 
@@ -21,7 +21,7 @@ except (OSError, AttributeError):
 # After a 16 MB block is freed glibc's threshold is 16 MB: is an 8 MB block then mapped?
 MAPPED_AFTER_A_LARGE_FREE = """
 import ctypes, ctypes.util, sys
-from spacy_w2ner.memory import map_large_blocks
+from spacy_w2ner.memory.heap import map_large_blocks
 class Info(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
                 "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]

@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 from spacy.tokens import Doc
 from thinc.api import NumpyOps, Ops
 
-from spacy_w2ner.model.padding import add_unpadded, all_word_vectors, pad_segments, padding_rows
-from spacy_w2ner.grid.segments import batch_by_cells, padding_limit, segment_docs
+from spacy_w2ner.model.padding import add_unpadded, all_word_vectors, pad_segments, padding_limit, padding_rows
+from spacy_w2ner.grid.segments import batch_by_cells, segment_docs
 
 from ..conftest import VOCAB
 
@@ -69,8 +69,8 @@ def test_one_doc_is_not_copied():
 
 def test_predicting_on_the_cpu_gives_freed_memory_back_every_so_many_cells(trained_nlp, monkeypatch):
     """A long document without sentences is many window batches: the heap is trimmed between
-    them (once every RELEASE_CELLS cells), so its resident memory stays flat (memory.py)."""
-    import spacy_w2ner.memory as memory
+    them (once every RELEASE_CELLS cells), so its resident memory stays flat (memory.heap)."""
+    import spacy_w2ner.memory.heap as memory
     import spacy_w2ner.model.architecture as model_module
 
     trims = []
@@ -92,7 +92,7 @@ def test_predicting_on_the_cpu_gives_freed_memory_back_every_so_many_cells(train
 
 def test_freed_memory_is_given_back_only_where_the_heap_holds_the_grids():
     """On a GPU the grid temporaries are on the device: no trim (it would cost more than a batch)."""
-    from spacy_w2ner.memory import ReleaseEvery
+    from spacy_w2ner.memory.heap import ReleaseEvery
 
     assert ReleaseEvery(NumpyOps(), 10).enabled
     assert not ReleaseEvery(object(), 10).enabled

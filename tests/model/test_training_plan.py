@@ -43,10 +43,10 @@ def test_the_plan_counts_segments_windows_and_the_largest_grid_batch(capsys, cap
 
 
 def test_a_plan_that_cannot_fit_stops_initialization_naming_the_setting(monkeypatch):
-    import spacy_w2ner.component as component
+    import spacy_w2ner.model.training_plan as training_plan
 
     nlp = _nlp(max_window=32, window_overlap=8, max_grid_cells=512)
-    monkeypatch.setattr(component, "available_memory_bytes", lambda device: 1024.0)
+    monkeypatch.setattr(training_plan, "available_memory_bytes", lambda device: 1024.0)
     with pytest.raises(ValueError, match=r"more than the 0 MB available: lower \[components.w2ner.model.max_window\]"):
         nlp.initialize(lambda: [_long_example(nlp, 20, False)])
     nlp = _nlp(max_grid_cells=4096)

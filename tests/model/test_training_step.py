@@ -175,21 +175,23 @@ def test_float16_loss_scaling_unscales_a_steps_gradients_once_however_many_grid_
     _assert_close(_gradients(nlp), _gradients(expected_nlp), 1e-4)
 
 
-def test_an_overflow_in_one_grid_batch_skips_the_whole_step_and_lowers_the_scale_once():
+def test_an_overflow_in_one_grid_batch_skips_the_whole_step_and_lowers_the_scale_once(monkeypatch):
+    from spacy_w2ner.model.objective import TrainingObjective
+
     nlp, examples = _pipeline(SPLIT_CELLS, mixed_precision=True)
     scaler = _scaled_by_hand(nlp)
     pipe = nlp.get_pipe("w2ner")
-    batch_loss = pipe._batch_loss
+    batch_gradient = TrainingObjective.batch_gradient
     calls = []
 
-    def overflow_in_the_second(segments, logits, gold, n_cells):
-        loss, triplet, gradient, conflicts = batch_loss(segments, logits, gold, n_cells)
+    def overflow_in_the_second(objective, segments, logits, n_cells):
+        gradient = batch_gradient(objective, segments, logits, n_cells)
         calls.append(len(segments))
         if len(calls) == 2:
             gradient[0, 0, 0, 0] = np.inf
-        return loss, triplet, gradient, conflicts
+        return gradient
 
-    pipe._batch_loss = overflow_in_the_second
+    monkeypatch.setattr(TrainingObjective, "batch_gradient", overflow_in_the_second)
     module = _grid_module(nlp)
     before = [p.detach().clone() for p in module.parameters()]
     tok2vec = pipe.model.get_ref("tok2vec")
@@ -202,7 +204,7 @@ def test_an_overflow_in_one_grid_batch_skips_the_whole_step_and_lowers_the_scale
     tok2vec_after = [np.array(node.get_param(n)) for node in tok2vec.walk() for n in node.param_names if node.has_param(n)]
     assert all(np.array_equal(a, b) for a, b in zip(tok2vec_before, tok2vec_after))
     assert float(scaler._scale) == scale * 0.5
-    pipe._batch_loss = batch_loss
+    monkeypatch.setattr(TrainingObjective, "batch_gradient", batch_gradient)
     pipe.update(examples, sgd=optimizer)  # the next step trains again
     assert not all(torch.equal(a, b) for a, b in zip(before, module.parameters()))
 

@@ -543,6 +543,37 @@ def test_a_capture_whose_host_values_are_not_the_warm_ups_is_refused(change, mes
         _pass_with_host_tensors(**{"side": 5, **change})
 
 
+def test_without_torchs_private_dispatch_mode_a_capture_meets_the_host_copies_as_they_come():
+    """The fallback where ``torch.utils._python_dispatch`` is gone: the module imports, and a
+    capture's mode lets a pass's copies from the host run as they are (a CUDA capture then
+    refuses them, and the pass runs eagerly, as before the mode existed)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import torch\n"
+        "sys.modules['torch.utils._python_dispatch'] = None  # importing it fails, as in a torch without it\n"
+        "from spacy_w2ner.nn import cuda_graphs\n"
+        "assert cuda_graphs.TorchDispatchMode is None\n"
+        "mode = cuda_graphs.host_copies_mode()\n"
+        "with mode.warming_up():\n"
+        "    warm = torch.arange(4).to('meta')\n"
+        "with mode.capturing():\n"
+        "    captured = torch.arange(4).to('meta')\n"
+        "print(type(mode).__name__, mode.device_values(), captured.device)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["_HostCopiesAsTheyCome", "[]", "meta"]
+
+
+def test_with_torchs_dispatch_mode_a_capture_takes_the_warm_ups_copies():
+    from spacy_w2ner.nn.cuda_graphs import host_copies_mode
+
+    assert isinstance(host_copies_mode(), HostCopiesFromWarmUp)
+
+
 # ---------------------------------------------------------------- on a GPU
 
 

@@ -346,7 +346,7 @@ def test_cpu_dropout_keeps_each_value_with_probability_1_minus_p_and_scales_it()
 def test_saved_bytes_per_cell_is_a_training_passs_in_either_mode():
     network = make_network(input_dropout=0.5, conv_dropout=0.5, output_dropout=0.5)
     in_training = saved_bytes_per_cell(network, INPUT_SIZE)
-    network.eval()  # as a prediction leaves it (nn.fused_adam's shim keeps the module's last mode)
+    network.eval()  # as a prediction leaves it (nn.shim's shim keeps the module's last mode)
     assert saved_bytes_per_cell(network, INPUT_SIZE) == in_training
     assert not network.training and not network.grid_builder.training
     network.train()

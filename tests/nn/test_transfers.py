@@ -16,6 +16,23 @@ def test_on_the_cpu_an_array_becomes_a_tensor_of_its_values_and_dtype():
     assert to_device(host, torch.device("cpu")) is host
 
 
+def test_a_device_array_of_another_library_is_shared_through_dlpack():
+    class Foreign:  # stands in for a CuPy array: neither numpy nor torch, with DLPack
+        def __init__(self, tensor):
+            self._tensor = tensor
+
+        def __dlpack__(self, **kwargs):
+            return self._tensor.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self._tensor.__dlpack_device__()
+
+    source = torch.arange(4.0)
+    shared = to_device(Foreign(source), torch.device("cpu"))
+    source[0] = 9.0
+    assert shared.tolist() == [9.0, 1.0, 2.0, 3.0]  # the same memory, not a copy
+
+
 @pytest.mark.gpu
 def test_a_copy_to_the_gpu_holds_the_values_the_array_had_when_asked():
     # The copy does not wait for the device, yet the caller may change its array at once: the

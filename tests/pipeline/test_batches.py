@@ -4,9 +4,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from spacy.tokens import Doc
 
-import spacy_w2ner.memory as memory
+import spacy_w2ner.memory.batches as memory
 from spacy_w2ner.entities import get_entities
-from spacy_w2ner.memory import batches_within_words
+from spacy_w2ner.memory.batches import batches_within_words
 
 from ..conftest import TRAIN_DATA, VOCAB
 

@@ -444,3 +444,13 @@ def test_long_doc_without_sentences_warns_once():
     nlp.add_pipe("sentencizer", before="w2ner")
     nlp(Doc(nlp.vocab, words=words))
     assert nlp.get_pipe("w2ner").warning_counts["no_sentences"] == 2  # sentences: no new count
+
+
+def test_the_w2ner_class_stays_a_thin_pipe():
+    """bars/12 and bars/31: the component is wiring, at most 240 lines; the training objective,
+    the training plan, the batches and the weights' loading live in model/ and memory/."""
+    import inspect
+
+    from spacy_w2ner.component import W2NER
+
+    assert len(inspect.getsource(W2NER).splitlines()) <= 240

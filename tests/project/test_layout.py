@@ -1,7 +1,13 @@
-"""The package's layout: folders are layers, the root holds at most MAX_ROOT_MODULES modules,
-no import cycle, no long function, and the base package imports none of the optional
-integrations (scripts/import_graph.py reads the source)."""
+"""The package's layout: folders are layers, checked by import-linter's contracts in setup.cfg
+(``lint-imports``: every module in a layer, none importing a higher one) and listed in the same
+order by the package's docstring; the root holds at most MAX_ROOT_MODULES modules; no import
+cycle, no long function, and the base package imports none of the optional integrations
+(scripts/import_graph.py reads the source)."""
+import configparser
 import importlib.util
+import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,20 +15,31 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+CONTRACTS = ROOT / "setup.cfg"
 
-# Each layer may import its own modules and those of lower layers, never a higher one.
-LAYERS = {
-    "spacy_w2ner.entities": 0, "spacy_w2ner.messages": 0, "spacy_w2ner.memory": 0, "spacy_w2ner.extras": 0,
-    "spacy_w2ner.files": 0,
-    "spacy_w2ner.grid": 1, "spacy_w2ner.nn": 1, "spacy_w2ner.formats": 1,
-    "spacy_w2ner.model": 2,
-    "spacy_w2ner.encoders": 3,
-    "spacy_w2ner.component": 4, "spacy_w2ner.scorer": 4, "spacy_w2ner.diagnostics": 4,
-    "spacy_w2ner.common": 5, "spacy_w2ner.training": 5, "spacy_w2ner.training.adapt": 5, "spacy_w2ner.visualize": 5,
-    "spacy_w2ner.annotate": 6,
-    "spacy_w2ner.serve": 7, "spacy_w2ner.release": 7,
-    "spacy_w2ner.cli": 8, "spacy_w2ner.__main__": 8,
-}  # fmt: skip
+
+def contract_layers(config: Path = CONTRACTS) -> list:
+    """The layers contract's layers, highest first, each a list of its names."""
+    parser = configparser.ConfigParser()
+    parser.read(config, encoding="utf8")
+    lines = parser["importlinter:contract:layers"]["layers"].strip().splitlines()
+    return [[name.strip() for name in line.split("|")] for line in lines]
+
+
+def docstring_layers() -> list:
+    """The layers the package's docstring lists, highest first: its bullets' names before the colon."""
+    import spacy_w2ner
+
+    bullets = re.findall(r"^\* (.+?):", spacy_w2ner.__doc__, flags=re.M)
+    return [re.findall(r"``([^`]+)``", bullet) for bullet in bullets]
+
+
+def lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess:
+    pytest.importorskip("importlinter", reason="the import contracts need import-linter: pip install -e .[test]")
+    script = Path(sys.executable).with_name("lint-imports")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "importlinter.cli"]
+    environment = {**os.environ, "PYTHONPATH": str(pythonpath)}
+    return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True)
 
 
 def _graph_module():
@@ -32,13 +49,6 @@ def _graph_module():
     return module
 
 
-def _layer(module: str) -> str:
-    for prefix in sorted(LAYERS, key=len, reverse=True):
-        if module == prefix or module.startswith(prefix + "."):
-            return prefix
-    raise AssertionError(f"{module} is in no layer: add its folder to LAYERS")
-
-
 def test_no_import_cycle_and_no_function_over_60_lines():
     graph_module = _graph_module()
     graph = graph_module.import_graph(ROOT)
@@ -46,14 +56,45 @@ def test_no_import_cycle_and_no_function_over_60_lines():
     assert list(graph_module.long_functions(ROOT)) == []
 
 
-def test_the_root_holds_few_modules_and_every_folder_and_root_module_has_a_layer():
-    """A new module goes in its layer's folder; a new folder or root module is given a layer here."""
+def test_the_root_holds_few_modules():
+    """A new module goes in its layer's folder (the layers contract is exhaustive: a new folder or
+    root module is given a layer in setup.cfg)."""
     graph_module = _graph_module()
     root = graph_module.root_modules(ROOT)
     assert len(root) <= graph_module.MAX_ROOT_MODULES, f"the package root has {len(root)} modules: {root}"
-    named = [f"spacy_w2ner.{name}" for name in root] + graph_module.folders(ROOT)
-    assert [name for name in named if name not in LAYERS] == []
-    assert [name for name in LAYERS if name not in named] == []  # no layer left for a module that moved
+
+
+def test_lint_imports_keeps_every_contract():
+    result = lint_imports(ROOT, ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"Contracts: \d+ kept, 0 broken", result.stdout)
+
+
+def test_the_contracts_catch_an_upward_import_and_torch_in_the_corpus_formats(tmp_path):
+    """The contracts are not vacuous: a copy of the package where grid/ imports model/ and formats/
+    imports torch breaks them, each broken import named."""
+    shutil.copytree(ROOT / "spacy_w2ner", tmp_path / "spacy_w2ner", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(CONTRACTS, tmp_path / "setup.cfg")
+    with (tmp_path / "spacy_w2ner" / "grid" / "codec.py").open("a") as codec:
+        codec.write("\nfrom ..model import types  # noqa\n")
+    with (tmp_path / "spacy_w2ner" / "formats" / "base.py").open("a") as base:
+        base.write("\nimport torch  # noqa\n")
+    result = lint_imports(tmp_path, tmp_path)
+    assert result.returncode == 1
+    assert "spacy_w2ner.grid.codec -> spacy_w2ner.model.types" in result.stdout
+    assert "spacy_w2ner.formats is not allowed to import torch" in result.stdout
+
+
+def test_the_package_docstring_lists_the_contracts_layers():
+    assert docstring_layers() == contract_layers()
+
+
+def test_the_architecture_page_lists_the_contracts_layers_lowest_first():
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf8")
+    rows = re.findall(r"^\| [^|]+ \| (`[^|]+) \|$", page, flags=re.M)
+    names = [re.findall(r"`([^`]+)`", re.sub(r"\([^)]*\)", "", row)) for row in rows]  # not the modules in brackets
+    listed = [[name.rstrip("/").removesuffix(".py") for name in row] for row in names]
+    assert listed == contract_layers()[::-1]
 
 
 def test_the_root_count_is_what_the_script_checks(tmp_path):
@@ -76,18 +117,6 @@ def test_the_cycle_finder_finds_a_cycle_hidden_behind_a_lazy_import(tmp_path):
     (package / "a.py").write_text("from .sub.b import f\n")
     (package / "sub" / "b.py").write_text("def f():\n    from ..a import g\n")
     assert graph_module.cycles(graph_module.import_graph(tmp_path)) == [["spacy_w2ner.a", "spacy_w2ner.sub.b"]]
-
-
-def test_no_layer_imports_a_higher_one():
-    graph = _graph_module().import_graph(ROOT)
-    upward = []
-    for module, targets in graph.items():
-        if module == "spacy_w2ner":
-            continue  # the package's front: its public names
-        for target in targets - {"spacy_w2ner"}:  # the version, read by the service
-            if LAYERS[_layer(target)] > LAYERS[_layer(module)]:
-                upward.append(f"{module} -> {target}")
-    assert upward == []
 
 
 def test_the_package_imports_no_optional_integration():

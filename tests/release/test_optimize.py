@@ -188,6 +188,37 @@ def test_a_full_disk_leaves_nothing_behind(float_model, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+_OPTIMIZE_FORCED = """
+import sys
+from pathlib import Path
+from spacy_w2ner.release import optimize
+from tests.release.test_measure import forced_measurement
+
+optimize.measure_candidates = lambda source, component, candidates, sample, rounds=2: forced_measurement(
+    {name: (1.3, 99.0) for name in candidates}, sample.source)
+optimize.optimize_pipeline(Path(sys.argv[1]), Path(sys.argv[2]), force=True)
+"""
+
+
+@pytest.mark.parametrize("renamed_to, whole", [(".out.old", "old"), ("out", "new")])
+def test_a_forced_optimize_killed_between_its_renames_leaves_a_whole_pipeline(float_model, tmp_path, renamed_to, whole):
+    """``optimize --force`` over an output that is there, killed (SIGKILL) between the renames of
+    the replacement: the next ``optimize`` finds the old pipeline (put back) or the new one, whole."""
+    import shutil
+
+    from ..kills import run_killed_after_rename
+
+    out = tmp_path / "out"
+    shutil.copytree(float_model, out)  # the output there: the float32 pipeline
+    run_killed_after_rename(_OPTIMIZE_FORCED, renamed_to, float_model, out)
+    with pytest.raises(OptimizeError, match="exists"):  # the next start, without --force
+        optimize_pipeline(float_model, out)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+    meta = json.loads((out / "meta.json").read_text())
+    assert ("optimized" in meta.get("spacy_w2ner", {})) == (whole == "new")
+    assert spacy.load(out)(TEXTS[0]).spans["w2ner"] is not None  # a whole pipeline: it loads and runs
+
+
 def test_patterns_are_checked():
     assert check_patterns(["attention", "intermediate"]) == ["attention", "intermediate"]
     with pytest.raises(ValueError, match="'\\[' is not a regular expression"):

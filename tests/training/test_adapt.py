@@ -192,10 +192,10 @@ def test_the_plan_trains_the_new_head_alone_for_an_epoch_and_checkpoints_every_e
 
 def test_the_head_alone_phase_moves_only_the_head(encoder, tmp_path, tokenizer):
     from spacy_w2ner.training.adapt import start_adaptation
-    from spacy_w2ner.training.adapt.directory import AdaptDirectory
+    from spacy_w2ner.training.adapt.directory import adaptation_directory
 
     options = AdaptOptions(steps=2, head_steps=3, max_length=32)
-    adaptation = start_adaptation(encoder, sample_texts(), AdaptDirectory(tmp_path / "adapted"), None, options)
+    adaptation = start_adaptation(encoder, sample_texts(), adaptation_directory(tmp_path / "adapted"), None, options)
     model, head = adaptation.lm.model, {id(p) for p in adaptation.lm.head_parameters}
     assert {name for name, p in model.named_parameters() if id(p) in head} == {
         "cls.predictions.bias", "cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
@@ -209,6 +209,21 @@ def test_the_head_alone_phase_moves_only_the_head(encoder, tmp_path, tokenizer):
     adaptation.train_step(3)
     assert not torch.equal(model.bert.embeddings.word_embeddings.weight, before["bert.embeddings.word_embeddings.weight"])
     assert not torch.equal(model.bert.encoder.layer[0].attention.self.query.weight, before["bert.encoder.layer.0.attention.self.query.weight"])
+
+
+def test_the_stop_file_stops_an_adaptation_after_its_step_with_a_checkpoint(encoder, tmp_path):
+    """What a refusal tells the user to do (``touch DIR/STOP``) stops an adaptation as it stops
+    ``train``: after the step, with a checkpoint (``training.stop.StopRequests``)."""
+    from spacy_w2ner.training.adapt import start_adaptation
+    from spacy_w2ner.training.adapt.directory import adaptation_directory
+
+    directory = adaptation_directory(tmp_path / "adapted")
+    options = AdaptOptions(steps=20, head_steps=0, max_length=32, checkpoint_every=10)
+    adaptation = start_adaptation(encoder, sample_texts(), directory, None, options, stdout=open(os.devnull, "w"))
+    directory.request_stop()
+    outcome = adaptation.run(progress=False)
+    assert (outcome.steps, outcome.finished) == (1, False)
+    assert [path.name for path in (directory.path / "checkpoints").iterdir()] == ["step-00000001"]
 
 
 def test_runs_killed_with_sigkill_and_resumed_end_bit_for_bit_as_the_uninterrupted_run(tmp_path, encoder, texts_file, uninterrupted):
@@ -322,7 +337,7 @@ def test_a_directory_an_adaptation_still_runs_in_is_refused_naming_its_process(e
         result = cli("adapt-encoder", *adapt_command(encoder, texts_file, output, "--resume")[4:], code=1)
     assert result.stderr.strip() == (
         f"error: {output} is in use by an adaptation that is still running (process {holder} on {socket.gethostname()}): "
-        "wait for it to end, stop it (Ctrl-C or SIGTERM: it stops after its step, with a checkpoint), or choose another --output"
+        f"wait for it to end, stop it (touch {output / 'STOP'}), or choose another --output"
     )
     assert [path.name for path in output.iterdir()] == ["lock"]
 

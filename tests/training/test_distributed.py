@@ -18,6 +18,7 @@ from spacy.training.initialize import init_nlp
 from spacy.training.loop import subdivide_batch
 from thinc.api import Linear, PyTorchWrapper, chain, fix_random_seed
 
+from spacy_w2ner.nn.shim import grad_scaler, mark_overflow
 from spacy_w2ner.training import distributed
 from spacy_w2ner.training.checkpoints import Checkpoint, TRAINER
 from spacy_w2ner.training.distributed import (
@@ -214,7 +215,8 @@ class FakeLanguage:
         lengths = float(sum(len(e.predicted) for e in examples))
         for parameter in walk_parameters(self):
             if parameter.tensor is not None:
-                parameter.tensor.grad = torch.full_like(parameter.tensor, lengths)
+                added = torch.full_like(parameter.tensor, lengths)
+                parameter.tensor.grad = added if parameter.tensor.grad is None else parameter.tensor.grad + added
             else:
                 shape = parameter.node.get_param(parameter.param_name).shape
                 parameter.node.inc_grad(parameter.param_name, numpy.full(shape, lengths, dtype="f"))
@@ -243,15 +245,15 @@ def _in_two_processes(rank: int, results: str) -> None:
         found = {"buckets": _buckets_summed(rank, cluster)}
         nlp = FakeLanguage()
         nlp.results = results
-        language = DataParallelLanguage(nlp, cluster, [], stop_requested=lambda: rank == 1)
+        language = DataParallelLanguage(nlp, cluster, [], 1, stop_requested=lambda: rank == 1)
         losses = {}
-        scaler = nlp.components[0][1].model.layers[1].shims[0]._grad_scaler
-        scaler._found_inf = rank == 1  # a float16 gradient overflowed in process 1
+        scaler = grad_scaler(nlp.components[0][1].model.layers[1].shims[0])
+        if rank == 1:
+            mark_overflow(scaler)  # a float16 gradient overflowed in process 1
         language.update([Example("a b c"), Example("d"), Example("e f")], losses=losses)  # 3 words and 1 + 2
-        language.pipeline
         found["step 1"] = {"updated": list(nlp.updated), "gradients": _gradient_values(nlp), "losses": dict(losses),
                            "stop": language.stop_agreed, "overflow": scaler.found_inf}  # fmt: skip
-        scaler._found_inf = False
+        scaler.update()  # the step's end clears the overflow
         nlp.updated = []
         for parameter in _parameters(nlp).values():  # after an optimizer step: Thinc's zeroed, torch's None
             if parameter.tensor is not None:
@@ -259,8 +261,8 @@ def _in_two_processes(rank: int, results: str) -> None:
         for name in ("W", "b"):
             nlp.components[0][1].model.layers[0].get_grad(name).fill(0)
         language.update([Example("g h")], losses=losses)  # process 1 has nothing
-        language.pipeline
         found["step 2"] = {"updated": list(nlp.updated), "gradients": _gradient_values(nlp), "losses": losses}
+        found["accumulated"] = _step_of_two_sub_batches(rank, cluster, nlp)
         found["errors"] = _errors(rank, cluster, nlp, language)
         cluster.barrier()
     finally:
@@ -270,6 +272,19 @@ def _in_two_processes(rank: int, results: str) -> None:
         cluster.close()
     found["gloo threads"] = _gloo_threads()
     Path(results, f"{rank}.json").write_text(json.dumps(found, default=sorted))
+
+
+def _step_of_two_sub_batches(rank: int, cluster: Cluster, nlp) -> dict:
+    """A step of ``accumulate_gradient = 2``: spaCy's sub-batches (shortest first), each shared."""
+    nlp.updated = []
+    for parameter in _parameters(nlp).values():
+        if parameter.tensor is not None:
+            parameter.tensor.grad = None
+    for name in ("W", "b"):
+        nlp.components[0][1].model.layers[0].get_grad(name).fill(0)
+    language, losses = DataParallelLanguage(nlp, cluster, [], 2, stop_requested=lambda: False), {}
+    language.update([Example("a b c d"), Example("e"), Example("f g h"), Example("i j")], losses=losses)
+    return {"updated": list(nlp.updated), "gradients": _gradient_values(nlp), "losses": losses}
 
 
 def _gloo_threads() -> Optional[list]:
@@ -291,7 +306,6 @@ def _errors(rank: int, cluster: Cluster, nlp, language) -> dict:
     said = {}
     try:  # another batch in process 1
         language.update([Example("same")] if rank == 0 else [Example("other")], losses={})
-        language.pipeline
     except DistributedError as err:
         said["batch"] = str(err)
     parameter = _parameters(nlp)["pipe/2:pytorch/shim0#bias"]
@@ -348,6 +362,16 @@ def test_each_process_updates_on_its_share_and_gets_the_summed_gradients_losses_
         assert found["losses"] == {"pipe": 6.0}
         assert found["stop"] is True  # process 1 was asked to stop: both stop
         assert found["overflow"] is True  # and both skip the step its float16 gradients overflowed in
+
+
+def test_a_step_of_several_sub_batches_shares_each_and_sums_them_all(two_processes):
+    """accumulate_gradient = 2: spaCy's sub-batches of the step (its ``subdivide_batch``: the
+    shortest examples first), each shared between the processes, one sum at the step's end."""
+    first, second = (found["accumulated"] for found in two_processes)
+    assert first["updated"] == [["i j"], ["a b c d"]] and second["updated"] == [["e"], ["f g h"]]
+    for found in (first, second):
+        assert found["gradients"] == {name: [10.0] for name in found["gradients"]}
+        assert found["losses"] == {"pipe": 10.0}
 
 
 def test_a_process_with_nothing_in_a_step_takes_part_and_gets_the_gradient(two_processes):

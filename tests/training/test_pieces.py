@@ -1,11 +1,12 @@
 """The pieces of a resumable run, without training: the data's place, checkpoints on disk,
 what changed between two configs."""
 import random
+import subprocess
+import sys
 
 import pytest
 from thinc.api import Config
 
-from spacy_w2ner.files import replace_directory, restore_replaced
 from spacy_w2ner.training.checkpoints import CheckpointError, Checkpoint, checkpoints, newest_good, verify, write_checkpoint
 from spacy_w2ner.training.run import changed_settings
 from spacy_w2ner.training.randomness import python_random_state, set_python_random_state
@@ -108,19 +109,6 @@ def test_a_damaged_checkpoint_is_skipped_for_the_one_before(tmp_path):
         verify(Checkpoint(newest.path))
 
 
-def test_a_kill_between_the_two_renames_of_a_replacement_is_undone(tmp_path):
-    target, new = tmp_path / "model-last", tmp_path / ".model-last.tmp"
-    target.mkdir()
-    (target / "old").write_text("old")
-    new.mkdir()
-    (new / "new").write_text("new")
-    (target).rename(tmp_path / ".model-last.old")  # killed here, the new one not yet moved
-    restore_replaced(target)
-    assert (target / "old").exists()
-    replace_directory(new, target)
-    assert [p.name for p in tmp_path.iterdir()] == ["model-last"] and (target / "new").exists()
-
-
 def test_changed_settings_names_each_setting_with_both_values():
     old = Config().from_str("[training]\ndropout = 0.1\nmax_steps = 100\n[paths]\ntrain = \"a.spacy\"\n")
     new = Config().from_str("[training]\ndropout = 0.1\nmax_steps = 200\npatience = 5\n[paths]\n")
@@ -180,3 +168,59 @@ def test_a_directory_lock_leaves_no_trace_of_a_run_that_wrote_nothing(tmp_path):
     assert [path.name for path in (tmp_path / "given").iterdir()] == ["run.json"]
     DirectoryLock(tmp_path / "given").release()  # never acquired: nothing happens
     assert [path.name for path in (tmp_path / "given").iterdir()] == ["run.json"]
+
+
+_LOCK_AFTER_A_PAUSE = """
+import fcntl, sys, time
+from pathlib import Path
+from spacy_w2ner.training.lock import DirectoryInUse, DirectoryLock
+
+opened, go = Path(sys.argv[2]), Path(sys.argv[3])
+flock, paused = fcntl.flock, []
+
+
+def flock_after_a_pause(handle, flags):
+    if not paused:  # the file is open and not yet locked: the race's window, held open
+        paused.append(True)
+        opened.touch()
+        while not go.exists():
+            time.sleep(0.01)
+    return flock(handle, flags)
+
+
+fcntl.flock = flock_after_a_pause
+try:
+    DirectoryLock(sys.argv[1]).acquire()
+    print("held")
+except DirectoryInUse as busy:
+    print("in use:", busy.holder)
+"""
+
+
+def test_a_lock_file_removed_by_its_holder_is_not_held_twice(tmp_path):
+    """A process opens the lock file while a finished run still holds it, and locks it once that
+    run has removed it and let go; meanwhile another process locked the new lock file: the first
+    must not count the removed file's lock as the directory's (two writers)."""
+    import os
+    import socket
+    import time
+
+    from spacy_w2ner.training.lock import DirectoryLock
+
+    run, opened, go = tmp_path / "run", tmp_path / "opened", tmp_path / "go"
+    finished = DirectoryLock(run)
+    finished.acquire()
+    (run / "adapt.json").write_text("{}")
+    waiting = subprocess.Popen([sys.executable, "-c", _LOCK_AFTER_A_PAUSE, str(run), str(opened), str(go)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not opened.exists() and waiting.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert opened.exists(), waiting.communicate()[1]
+    finished.release(remove=True)  # its work is done: the lock file goes
+    later = DirectoryLock(run)
+    later.acquire()  # a third run, here in this process, locks the new lock file
+    go.touch()
+    out, err = waiting.communicate(timeout=300)
+    later.release()
+    assert out.strip() == f"in use: process {os.getpid()} on {socket.gethostname()}", err

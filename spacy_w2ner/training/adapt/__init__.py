@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import IO, Dict, Optional, Sequence
 
 from ..loop import Outcome, info_line
-from .directory import AdaptDirectory
+from ..run import RunDirectory
+from .directory import adaptation_directory, install_encoder, prepare_adaptation
 from .options import AdaptError, AdaptFinished, AdaptOptions, Plan
 
 # transformers and spacy-transformers (seconds to import) are imported when a run starts.
@@ -48,11 +49,11 @@ def adapt_encoder(
         folder = encoder_folder(encoder)
     except AssetError as err:
         raise AdaptError(str(err)) from None
-    directory = AdaptDirectory(output)
+    directory = adaptation_directory(output)
     identity = {"encoder": str(folder), "texts_sha256": texts_sha256(texts), **options.settings()}
     say = lambda line: print(info_line(line), file=stdout, flush=True)  # noqa: E731
     try:
-        checkpoint = directory.prepare(identity, resume, say)
+        checkpoint = prepare_adaptation(directory, identity, resume, say)
         adaptation = start_adaptation(folder, texts, directory, checkpoint, options, stdout, stderr)
         record = adaptation.record
         if checkpoint is None:
@@ -63,7 +64,7 @@ def adapt_encoder(
         adaptation.write_record(finished=False)
         outcome = adaptation.run(progress)
         if outcome.finished:
-            names = directory.install(lambda path: save_encoder(adaptation.lm, adaptation.tokenizer, folder, path))
+            names = install_encoder(directory, lambda path: save_encoder(adaptation.lm, adaptation.tokenizer, folder, path))
             adaptation.write_record(finished=True, files=names)
             directory.remove_checkpoints()
             say(f"the adapted encoder is in {directory.path}: a config's transformer name (or AutoModel.from_pretrained) takes it")
@@ -72,7 +73,7 @@ def adapt_encoder(
         directory.release()
 
 
-def start_adaptation(folder: Path, texts: Sequence[str], directory: AdaptDirectory, checkpoint, options: AdaptOptions,
+def start_adaptation(folder: Path, texts: Sequence[str], directory: RunDirectory, checkpoint, options: AdaptOptions,
                      stdout: Optional[IO] = None, stderr: Optional[IO] = None):  # fmt: skip
     """The ``loop.Adaptation``: the masked LM (a fresh one from ``folder``, or the checkpoint's),
     the corpus and the plan."""

@@ -5,8 +5,8 @@ and the step), packs it and takes an AdamW step as Hugging Face's Trainer does b
 (weight decay 0, gradients clipped to norm 1; the encoder's learning rate decays linearly to 0
 without warm-up; the head alone trains at a constant rate). The held-out loss is measured before
 the first step, at the head phase's end, every ``checkpoint_every`` steps of a phase and at the
-end, each time followed by a checkpoint; SIGINT or SIGTERM stops the run after its step with a
-checkpoint. Resumed, the loop loads the checkpoint's weights, the optimizer's and the schedule's
+end, each time followed by a checkpoint; SIGINT, SIGTERM or DIR/STOP stops the run after its step
+with a checkpoint. Resumed, the loop loads the checkpoint's weights, the optimizer's and the schedule's
 state and the random generators (dropout draws from torch's), and finds its place in the data
 and the masks by arithmetic: on a CPU it ends with the weights, bit for bit, of a run that was
 never stopped.
@@ -20,16 +20,19 @@ from typing import IO, Dict, List, Optional
 import numpy
 import torch
 
-from ..loop import Outcome, StopRequests, info_line
+from ..checkpoints import MODEL, TORCH_OPTIMIZER, TRAINER, random_states_file, write_json
+from ..loop import Outcome, info_line
 from ..randomness import capture_random_states, restore_random_states
+from ..run import RunDirectory
+from ..stop import StopRequests
 from .corpus import Corpus, Sequences, batch_indices, step_seed
-from .directory import AdaptDirectory
+from .directory import KEEP
 from .masked_lm import MaskedLM, loss_sum, position_offset
 from .masking import MaskedBatch, WholeWordMasking, model_inputs
 from .options import ENCODER, HEAD, HELD_OUT, AdaptOptions, Plan
 
 MAX_GRAD_NORM = 1.0
-MODEL, OPTIMIZER_STATE, RANDOM_STATE, TRAINER_STATE = "model", "optimizer.pt", "random.json", "trainer.json"
+RANDOM_STATE = random_states_file(0, 1)  # one process
 
 
 @dataclass
@@ -53,7 +56,7 @@ class LoopState:
 class Adaptation:
     """One process's part of an adaptation: the masked LM, its batches, its optimizer and state."""
 
-    def __init__(self, lm: MaskedLM, tokenizer, corpus: Corpus, plan: Plan, options: AdaptOptions, directory: AdaptDirectory,
+    def __init__(self, lm: MaskedLM, tokenizer, corpus: Corpus, plan: Plan, options: AdaptOptions, directory: RunDirectory,
                  record: dict, device: torch.device, stdout: Optional[IO] = None, stderr: Optional[IO] = None):  # fmt: skip
         self.lm, self.corpus, self.plan, self.options, self.directory = lm, corpus, plan, options, directory
         self.tokenizer, self.record, self.device = tokenizer, record, device
@@ -70,21 +73,19 @@ class Adaptation:
     def resume_from(self, checkpoint) -> None:
         """The checkpoint's loop state, optimizer, schedule and random generators (the weights
         are loaded with the model)."""
-        data = checkpoint.read_json(TRAINER_STATE)
+        data = checkpoint.read_json(TRAINER)
         self.state = LoopState(**{key: data[key] for key in asdict(LoopState())})
         self.seconds_before = self.state.seconds
         if self.state.done < self.plan.total:
             self._start_phase(self.plan.phase(self.state.done))
-            saved = torch.load(checkpoint.path / OPTIMIZER_STATE, map_location=self.device, weights_only=True)
+            saved = torch.load(checkpoint.path / TORCH_OPTIMIZER, map_location=self.device, weights_only=True)
             if saved["phase"] == self.phase:  # else the checkpoint ended the head's phase
                 self.optimizer.load_state_dict(saved["optimizer"])
                 if self.scheduler is not None:
                     self.scheduler.load_state_dict(saved["scheduler"])
         restore_random_states(checkpoint.read_json(RANDOM_STATE))
-        threads = data.get("threads")
-        if threads != torch.get_num_threads():
-            self.say(f"this process uses {torch.get_num_threads()} threads, the checkpoint's {threads}: "
-                     "the results can differ in the last bits from a run that was never stopped")  # fmt: skip
+        if checkpoint.threads_differ():
+            self.say(checkpoint.threads_differ())
         self.say(f"resumed from {checkpoint.path} at step {self.state.done} of {self.plan.total}")
 
     def run(self, progress: bool = True) -> Outcome:
@@ -95,7 +96,7 @@ class Adaptation:
             self._evaluate()
         bar = tqdm(total=self.plan.total, initial=self.state.done, unit="step", file=self.stderr, disable=not progress,
                    mininterval=1.0 if self.stderr.isatty() else 60.0, dynamic_ncols=True)  # fmt: skip
-        with StopRequests(self.stderr) as stop, bar:
+        with StopRequests(self.stderr, self.directory.stop_file) as stop, bar:
             while self.state.done < self.plan.total:
                 loss = self.train_step(self.state.done)
                 bar.update(1)
@@ -203,12 +204,12 @@ class Adaptation:
 
         def write_files(directory: Path) -> None:
             self.lm.model.save_pretrained(directory / MODEL)
-            torch.save(saved, directory / OPTIMIZER_STATE)
-            (directory / RANDOM_STATE).write_text(_json(random_states), encoding="utf8")
-            (directory / TRAINER_STATE).write_text(_json(trainer), encoding="utf8")
+            torch.save(saved, directory / TORCH_OPTIMIZER)
+            write_json(directory / RANDOM_STATE, random_states)
+            write_json(directory / TRAINER, trainer)
 
         started = time.perf_counter()
-        written = self.directory.write_checkpoint(self.state.done, write_files)
+        written = self.directory.write_checkpoint(self.state.done, write_files, KEEP)
         self.say(f"checkpoint {written.path.name} written in {time.perf_counter() - started:.1f} s", write)
         self.write_record()
 
@@ -225,8 +226,3 @@ class Adaptation:
     def say(self, line: str, write=None) -> None:
         (write or (lambda text: print(text, file=self.stdout, flush=True)))(info_line(line))
 
-
-def _json(data) -> str:
-    import json
-
-    return json.dumps(data)

@@ -1,143 +1,34 @@
-"""The fused optimizer step makes Thinc's Adam update, and the half dtype reaches autocast (on a
-CPU too, for bfloat16)."""
-import copy
+"""The shim: the half dtype reaches autocast (on a CPU too, for bfloat16), the module changes
+mode only when asked, ``use_params`` puts the averages in the module, and what the shim reads of
+Thinc's privates is where it reads it."""
 import warnings
 
 import pytest
 import torch
-from thinc.api import SGD, Adam, ArgsKwargs, PyTorchGradScaler, PyTorchShim
-from thinc.schedules import warmup_linear
+from thinc.api import ArgsKwargs, PyTorchGradScaler, PyTorchShim
 
-from spacy_w2ner.nn.network import GridNetwork
-from spacy_w2ner.nn import fused_adam
-from spacy_w2ner.nn.fused_adam import (
+from spacy_w2ner.nn import shim as shim_module
+from spacy_w2ner.nn.shim import (
     FusedPyTorchShim,
-    autocast_dtype,
     cpu_has_bfloat16_instructions,
     fuse_updates,
-    unwrap_optimizer,
+    grad_scaler,
+    loss_scaling,
+    mark_overflow,
+    torch_module,
 )
 
 from ..conftest import HAS_MINILM, make_examples
+from .test_adam import make_optimizer, run_steps, small_network
 
 
-def small_network(seed=0):
-    torch.manual_seed(seed)
-    return GridNetwork(
-        8, 4, lstm_size=8, dist_emb_size=4, region_emb_size=4, conv_size=8, dilations=[1, 2],
-        biaffine_size=8, ffnn_size=8, input_dropout=0.0, conv_dropout=0.0, output_dropout=0.0,
-    )  # fmt: skip
-
-
-def make_optimizer(**settings):
-    settings.setdefault("grad_clip", 0.05)  # small enough that some tensors are clipped
-    return Adam(warmup_linear(1e-2, 3, 20), **settings)
-
-
-def run_steps(shim, optimizer, steps=6, lr_scale=None):
-    """Give the module the same gradients each run (seeded), call finish_update, step the schedules."""
-    from spacy_w2ner.nn.fused_adam import ScaledOptimizer as _ScaledOptimizer
-
-    generator = torch.Generator().manual_seed(1)
-    view = optimizer if lr_scale is None else _ScaledOptimizer(optimizer, lr_scale)
-    for _ in range(steps):
-        for parameter in shim._model.parameters():
-            parameter.grad = torch.randn(parameter.shape, generator=generator) * 0.1
-        shim.finish_update(view)
-        optimizer.step_schedules()
-    return {name: p.detach().clone() for name, p in shim._model.named_parameters()}
-
-
-@pytest.mark.parametrize(
-    "settings,lr_scale",
-    [
-        ({}, None),
-        ({"L2": 0.01, "L2_is_weight_decay": True}, 50.0),
-        ({"L2": 0.01, "L2_is_weight_decay": False, "use_averages": True}, 3.0),
-    ],
-)
-@pytest.mark.parametrize("kernel", [True, False], ids=["fused kernel", "multi-tensor operations"])
-def test_fused_step_makes_thincs_adam_update(settings, lr_scale, kernel, monkeypatch):
-    from spacy_w2ner.nn import fused_adam
-
-    monkeypatch.setattr(fused_adam, "FUSED_KERNEL", kernel and fused_adam.FUSED_KERNEL)
-    network = small_network()
-    thinc_shim = PyTorchShim(copy.deepcopy(network))
-    fused_shim = FusedPyTorchShim(copy.deepcopy(network))
-    thinc_optimizer, fused_optimizer = make_optimizer(**settings), make_optimizer(**settings)
-    expected = run_steps(thinc_shim, thinc_optimizer, lr_scale=lr_scale)
-    got = run_steps(fused_shim, fused_optimizer, lr_scale=lr_scale)
-    moved = 0.0
-    for name, before in network.named_parameters():
-        # float32 rounding in another order: a few ulps a step, at a step size of up to 0.5
-        torch.testing.assert_close(got[name], expected[name], rtol=1e-4, atol=2e-5)
-        moved = max(moved, float((got[name] - before.detach()).abs().max()))
-    assert moved > 1e-3  # the steps changed the weights: the comparison means something
-    # The optimizer's state is Thinc's, under Thinc's keys (a flat array per key).
-    for key, value in thinc_optimizer.mom2.items():
-        fused_key = (fused_shim.id, key[1])
-        assert fused_optimizer.nr_update[fused_key] == thinc_optimizer.nr_update[key] == 6
-        torch.testing.assert_close(
-            torch.as_tensor(fused_optimizer.mom2[fused_key]), torch.as_tensor(value), rtol=1e-5, atol=1e-9
-        )
-    if settings.get("use_averages"):
-        for key, value in thinc_optimizer.averages.items():
-            fused_value = fused_optimizer.averages[(fused_shim.id, key[1])]
-            torch.testing.assert_close(torch.as_tensor(fused_value), torch.as_tensor(value), rtol=1e-5, atol=1e-6)
-    # Gradients are cleared after the step (Thinc's loop zeroes them; None spares the next
-    # backward pass adding its gradients to zeros).
-    assert all(p.grad is None for p in fused_shim._model.parameters())
-
-
-def test_fused_step_keeps_the_weights_a_recorded_graph_saved():
-    # spaCy's nlp.update(sgd=...) updates a transformer right after its forward pass, before
-    # its listeners backpropagate through it: that backward pass must still run (an in-place
-    # update failed with "modified by an inplace operation").
-    shim = FusedPyTorchShim(small_network())
-    vectors = torch.randn(2, 3, 8, requires_grad=True)
-    logits = shim._model(vectors, torch.tensor([3, 2]))
-    run_steps(shim, make_optimizer(), steps=1)
-    logits.sum().backward()
-    assert vectors.grad is not None and float(vectors.grad.abs().sum()) > 0
-
-
-def test_fused_step_reuses_two_sets_of_storage_instead_of_allocating():
-    shim = FusedPyTorchShim(small_network())
-    optimizer = make_optimizer()
-    pointers = []
-    for _ in range(4):
-        run_steps(shim, optimizer, steps=1)
-        pointers.append([p.data.data_ptr() for p in shim._model.parameters()])
-    assert pointers[0] == pointers[2] and pointers[1] == pointers[3] and pointers[0] != pointers[1]
-
-
-def test_optimizers_the_fused_step_cannot_reproduce_use_thincs_loop():
-    network = small_network()
-    thinc_shim = PyTorchShim(copy.deepcopy(network))
-    fused_shim = FusedPyTorchShim(copy.deepcopy(network))
-    expected = run_steps(thinc_shim, SGD(0.1), steps=2)
-    got = run_steps(fused_shim, SGD(0.1), steps=2)
-    for name in expected:
-        torch.testing.assert_close(got[name], expected[name])
-
-
-def test_unwrap_optimizer_multiplies_nested_scales():
-    from spacy_w2ner.nn.fused_adam import ScaledOptimizer as _ScaledOptimizer
-
-    optimizer = make_optimizer()
-    assert unwrap_optimizer(_ScaledOptimizer(_ScaledOptimizer(optimizer, 2.0), 5.0)) == (optimizer, 10.0)
-    assert unwrap_optimizer(optimizer) == (optimizer, 1.0)
-
-
-def test_half_dtype_reaches_thincs_autocast_and_is_restored():
+def test_half_dtype_reaches_the_autocast_and_the_global_dtype_is_left_as_it_was():
     seen = []
 
     class Probe(torch.nn.Module):
         def forward(self, x):
             seen.append(torch.get_autocast_dtype("cuda"))
             return x * 2
-
-    from thinc.api import ArgsKwargs
 
     shim = fuse_updates(PyTorchShim(Probe()), FusedPyTorchShim, "bfloat16")
     assert isinstance(shim, FusedPyTorchShim)
@@ -147,10 +38,25 @@ def test_half_dtype_reaches_thincs_autocast_and_is_restored():
     shim.begin_update(inputs)
     assert seen == [torch.bfloat16, torch.bfloat16]
     assert torch.get_autocast_dtype("cuda") == before
-    with autocast_dtype("float16"):
-        assert torch.get_autocast_dtype("cuda") == torch.float16
     with pytest.raises(ValueError, match="half_precision must be one of"):
         fuse_updates(PyTorchShim(Probe()), FusedPyTorchShim, "float8")
+
+
+def test_thincs_private_attributes_are_where_the_shim_reads_them():
+    """``nn.shim`` is the one reader of what Thinc keeps private: if this fails, a Thinc release
+    moved one of them, and the accessor it names must follow."""
+    module = torch.nn.Linear(2, 2)
+    thinc_shim = PyTorchShim(module, grad_scaler=PyTorchGradScaler(enabled=True))
+    assert torch_module(thinc_shim) is module, "PyTorchShim no longer keeps its module in _model"
+    scaler = grad_scaler(thinc_shim)
+    assert isinstance(scaler, PyTorchGradScaler), "PyTorchShim no longer keeps its grad scaler in _grad_scaler"
+    assert loss_scaling(scaler) and not loss_scaling(PyTorchGradScaler(enabled=False)), "PyTorchGradScaler._enabled moved"
+    assert not scaler.found_inf
+    mark_overflow(scaler)
+    assert scaler.found_inf, "PyTorchGradScaler.found_inf no longer reads _found_inf"
+    scaler.update()  # the step's end clears it, as after an overflow of its own
+    assert not scaler.found_inf
+    assert hasattr(thinc_shim, "_mixed_precision"), "PyTorchShim no longer keeps its mixed precision in _mixed_precision"
 
 
 class AutocastRecorder(torch.nn.Module):
@@ -182,17 +88,17 @@ def test_bfloat16_mixed_precision_autocasts_on_the_cpu_and_gives_float32():
     assert output["out"].dtype == torch.float32 and [t.dtype for t in output["layers"]] == [torch.float32] * 2
     assert output["ids"].dtype == torch.long
     with torch.no_grad():
-        in_float32 = shim._model.linear(x)
+        in_float32 = torch_module(shim).linear(x)
     # The product ran in bfloat16: float32's own result to bfloat16's rounding, not equal to it.
     assert not torch.equal(output["out"].detach(), in_float32)
     torch.testing.assert_close(output["out"].detach(), in_float32, rtol=0.02, atol=0.02)
     d_inputs = backprop(ArgsKwargs(args=(output["out"],), kwargs={"grad_tensors": torch.ones_like(output["out"])}))
     assert d_inputs.args[0].dtype == torch.float32 and d_inputs.args[0].shape == x.shape
-    assert shim._model.linear.weight.dtype == shim._model.linear.weight.grad.dtype == torch.float32
+    assert torch_module(shim).linear.weight.dtype == torch_module(shim).linear.weight.grad.dtype == torch.float32
     predicted = shim.predict(inputs)
     assert predicted["out"].dtype == torch.float32 and not predicted["out"].requires_grad
-    assert not shim._model.training  # predict leaves the module in eval mode (``_set_training``)
-    assert shim._model.seen == [True, True]
+    assert not torch_module(shim).training  # predict leaves the module in eval mode (``_set_training``)
+    assert torch_module(shim).seen == [True, True]
 
 
 @pytest.mark.filterwarnings("ignore:CUDA is not available")  # Thinc's CUDA autocast, on a CPU-only torch
@@ -202,9 +108,9 @@ def test_the_cpu_autocasts_only_bfloat16_mixed_precision(mixed_precision, half_d
     inputs = ArgsKwargs(args=(torch.randn(4, 16),), kwargs={})
     output, _ = shim.begin_update(inputs)
     with torch.no_grad():
-        assert torch.equal(output["out"], shim._model.linear(inputs.args[0]))
+        assert torch.equal(output["out"], torch_module(shim).linear(inputs.args[0]))
     shim.predict(inputs)
-    assert shim._model.seen == [False, False]
+    assert torch_module(shim).seen == [False, False]
 
 
 class DropoutProbe(torch.nn.Module):
@@ -225,9 +131,9 @@ def test_the_module_changes_mode_only_when_asked_for_the_other(monkeypatch):
     inputs = ArgsKwargs(args=(x,), kwargs={})
     for _ in range(3):
         assert torch.equal(shim.predict(inputs), x)  # dropout off: eval mode
-    assert not shim._model.dropout.training
+    assert not torch_module(shim).dropout.training
     output, _ = shim.begin_update(inputs)
-    assert shim._model.dropout.training and not torch.equal(output, x)  # dropout on again
+    assert torch_module(shim).dropout.training and not torch.equal(output, x)  # dropout on again
     shim.begin_update(inputs)
     assert torch.equal(shim.predict(inputs), x)
     # One walk to eval for three predictions, one to training for two updates, one back: where
@@ -236,8 +142,8 @@ def test_the_module_changes_mode_only_when_asked_for_the_other(monkeypatch):
 
 
 def test_a_cpu_without_bfloat16_instructions_is_warned_once(monkeypatch):
-    monkeypatch.setattr(fused_adam, "cpu_has_bfloat16_instructions", lambda: False)
-    fused_adam._warn_if_slow_bfloat16.cache_clear()
+    monkeypatch.setattr(shim_module, "cpu_has_bfloat16_instructions", lambda: False)
+    shim_module._warn_if_slow_bfloat16.cache_clear()
     shim = recorder_shim(True, "bfloat16")
     inputs = ArgsKwargs(args=(torch.randn(4, 16),), kwargs={})
     try:
@@ -248,18 +154,18 @@ def test_a_cpu_without_bfloat16_instructions_is_warned_once(monkeypatch):
             shim.predict(inputs)
             shim.begin_update(inputs)
     finally:
-        fused_adam._warn_if_slow_bfloat16.cache_clear()
+        shim_module._warn_if_slow_bfloat16.cache_clear()
 
 
 def test_bfloat16_instructions_are_torchs_answer_on_x86(monkeypatch):
-    monkeypatch.setattr(fused_adam.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(shim_module.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     assert not cpu_has_bfloat16_instructions()
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
     assert cpu_has_bfloat16_instructions()
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    monkeypatch.setattr(fused_adam.platform, "machine", lambda: "aarch64")  # torch has no test there
+    monkeypatch.setattr(shim_module.platform, "machine", lambda: "aarch64")  # torch has no test there
     assert cpu_has_bfloat16_instructions()
 
 
@@ -310,7 +216,7 @@ def test_chunked_transformer_uses_the_fused_hf_shim_and_trains_like_thinc():
 def _torch_parameters(model):
     for node in model.walk():
         for shim in node.shims:
-            for name, parameter in shim._model.named_parameters():
+            for name, parameter in torch_module(shim).named_parameters():
                 yield f"{node.name}.{name}", parameter.detach()
 
 
@@ -323,12 +229,12 @@ def test_use_params_puts_the_averages_in_the_module_and_restores_its_weights():
     averages = {name: torch.as_tensor(optimizer.averages[(shim.id, name)]).reshape(p.shape) for name, p in trained.items()}
     assert any(not torch.equal(averages[name], trained[name]) for name in trained)
     with shim.use_params(optimizer.averages):
-        for name, param in shim._model.named_parameters():
+        for name, param in torch_module(shim).named_parameters():
             assert torch.equal(param.detach(), averages[name]), name
-    for name, param in shim._model.named_parameters():
+    for name, param in torch_module(shim).named_parameters():
         assert torch.equal(param.detach(), trained[name]), name
     with shim.use_params({}):  # nothing for this shim: the weights as they are
-        assert all(torch.equal(p.detach(), trained[n]) for n, p in shim._model.named_parameters())
+        assert all(torch.equal(p.detach(), trained[n]) for n, p in torch_module(shim).named_parameters())
 
 
 def test_thincs_shim_still_misses_the_averages():
@@ -338,4 +244,4 @@ def test_thincs_shim_still_misses_the_averages():
     optimizer = make_optimizer(use_averages=True)
     trained = run_steps(shim, optimizer)
     with shim.use_params(optimizer.averages):
-        assert all(torch.equal(p.detach(), trained[n]) for n, p in shim._model.named_parameters())
+        assert all(torch.equal(p.detach(), trained[n]) for n, p in torch_module(shim).named_parameters())
