@@ -21,6 +21,7 @@ from thinc.api import Model, PyTorchGradScaler, PyTorchWrapper_v2, get_torch_def
 from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
 from thinc.types import ArgsKwargs, Floats3d, Ints1d
 
+from ..nn.bfloat16 import BFloat16Settings, use_bfloat16
 from ..nn.cuda_graphs import GraphedGridNetwork, attach_graphs
 from ..nn.fused_adam import FusedPyTorchShim, fuse_updates
 from ..nn.network import GridNetwork, saved_bytes_per_cell
@@ -82,6 +83,8 @@ def build_grid_scorer(grid_scorer: Model) -> None:
         grad_scaler=PyTorchGradScaler(**scaler),
     )
     fuse_updates(wrapper.shims[0], FusedPyTorchShim, attrs.get("mixed_precision_dtype", "float16"))
+    bfloat16 = attrs.get("bfloat16") or BFloat16Settings()  # issue 71: nn/bfloat16.py
+    use_bfloat16(wrapper.shims, bfloat16.training, bfloat16.inference, attrs, "grid network")
     grid_scorer.layers.append(wrapper)  # Thinc: "you can append to it to add layers"
 
 
