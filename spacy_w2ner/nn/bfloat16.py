@@ -20,14 +20,18 @@ float32, so the loss is float32); after each backward call the copy's gradients 
 master weights' float32 gradients. The copy is a function of the master weights, so a run
 resumed from a checkpoint trains bit for bit as the run that was not stopped.
 
-"auto" chooses bfloat16 only on a CPU with bfloat16 instructions, and only where a measurement on
-the module's first training batch says it is faster: that batch's forward and backward passes in
-float32 and in bfloat16, ``MEASURE_ROUNDS`` interleaved rounds after one warm-up each (the
-gradients thrown away, torch's random state put back: training goes on as if nothing had run),
-bfloat16 if its best pass is at least ``MIN_TRAINING_SPEEDUP`` times faster. The choice and its
-figures are kept in the node's attrs (``RECORD``), which Thinc saves with the weights: a resumed
-run keeps the choice it started with instead of measuring again. Without bfloat16 instructions
-"auto" stays float32 and measures nothing; "bfloat16" there warns (it is slower there).
+"auto" chooses bfloat16 only on a CPU with bfloat16 instructions, and only where a measurement at
+the start of training says it is faster. The first ``MEASURE_STEPS`` steps train in float32; each
+of their passes is also run, forward and backward, in float32 and in bfloat16 (in turn, the order
+reversed every other pass; the gradients thrown away and torch's random state put back, so
+training goes on as if nothing had run). So both are timed on the run's own batches, whose shapes
+change from step to step as training's do (oneDNN prepares its kernels per shape, and a measurement
+on one shape repeated hid that the grid network's bfloat16 LSTM was slower here). The first step
+warms up; the passes of the others are summed, and bfloat16 is chosen where its sum is at least
+``MIN_TRAINING_SPEEDUP`` times faster. The choice and its figures are kept in the node's attrs
+(``RECORD``), which Thinc saves with the weights (a checkpoint too): a resumed run keeps the choice,
+or the measurement so far, instead of measuring again. Without bfloat16 instructions "auto" stays
+float32 and measures nothing; "bfloat16" there warns (it is slower there).
 
 **Inference** (``inference_dtype = "bfloat16"``, what ``python -m spacy_w2ner optimize`` writes
 where it measured faster): the module's weights are made bfloat16 in place before it first
@@ -58,7 +62,7 @@ TRAINING_DTYPES = ("float32", "bfloat16", "auto")
 INFERENCE_DTYPES = ("float32", "bfloat16")
 # /proc/cpuinfo's flags for the instructions that multiply bfloat16 matrices, and their names.
 BFLOAT16_FLAGS = {"avx512_bf16": "AVX512-BF16", "amx_bf16": "AMX-BF16"}
-MEASURE_ROUNDS = 2
+MEASURE_STEPS = 4  # the first warms up
 MIN_TRAINING_SPEEDUP = 1.05
 RECORD = "bfloat16_training"  # the node attr that keeps auto's choice and its figures
 BFLOAT16_CANNOT_TRAIN = (
@@ -180,6 +184,11 @@ class BFloat16Passes:
         self._gather_gradients()  # none left where every backward call gathered its own
         super().finish_update(optimizer)
         self._twin_stale = True  # the master weights moved: the next step's first pass copies them
+        measuring = self._record().get(RECORD)
+        if self.bfloat16_training == "auto" and measuring and "choice" not in measuring:
+            measuring["steps"] += 1
+            if measuring["steps"] >= MEASURE_STEPS:
+                self._choose(measuring)
 
     @contextmanager
     def use_params(self, params):
@@ -204,7 +213,7 @@ class BFloat16Passes:
     def _trains_in_bfloat16(self, inputs) -> bool:
         choice = self.training_choice()
         if choice is None:
-            choice = self._measure(inputs)["choice"]
+            choice = self._measure(inputs)
         if choice == "bfloat16" and self.bfloat16_training == "bfloat16":
             _warn_without_instructions()
         return choice == "bfloat16"
@@ -238,29 +247,39 @@ class BFloat16Passes:
                 master.grad = twin.grad.float()
             twin.grad = None
 
-    def _measure(self, inputs) -> dict:
-        """auto's choice for this module, on this batch (see the module docstring), kept in the
-        record and said on stderr."""
+    def _measure(self, inputs) -> Optional[str]:
+        """auto: time this pass in both dtypes (a pass of the first ``MEASURE_STEPS`` steps, which
+        train in float32) and say "float32" until the choice is made (``_choose``); or choose
+        float32 at once where bfloat16 cannot be faster (not a CPU, no bfloat16 instructions)."""
         device = next(self._model.parameters()).device
-        instructions = cpu_bfloat16_instructions()
         if device.type != "cpu":
-            result = {"choice": "float32", "why": f"auto measures on a CPU only (the {self.bfloat16_label} is on {device})"}
-        elif not instructions:
-            result = {"choice": "float32", "why": without_bfloat16_instructions(_cpu_name())}
-        else:
-            seconds = measure_passes(self._model, self._fresh_twin(), inputs)
-            speedup = min(seconds["float32"]) / min(seconds["bfloat16"])
-            choice = "bfloat16" if speedup >= MIN_TRAINING_SPEEDUP else "float32"
-            if choice == "float32":  # the copy made for the measurement goes
-                self._twin = self._twin_of = None
-                self._pairs = []
-            result = {"choice": choice, "speedup": round(speedup, 3), "instructions": instructions,
-                      **{f"{dtype}_s": [round(s, 4) for s in times] for dtype, times in seconds.items()}}  # fmt: skip
-            result["why"] = (f"a training pass {speedup:.2f}x float32's in bfloat16 on {_cpu_name()} "
-                             f"({', '.join(instructions)}; needs >= {MIN_TRAINING_SPEEDUP}x)")  # fmt: skip
+            return self._decide({"choice": "float32", "why": f"auto measures on a CPU only (the {self.bfloat16_label} is on {device})"})
+        if not cpu_bfloat16_instructions():
+            return self._decide({"choice": "float32", "why": without_bfloat16_instructions(_cpu_name())})
+        measuring = self._record().setdefault(RECORD, {"steps": 0, "passes": 0, "float32_s": 0.0, "bfloat16_s": 0.0})
+        first = "bfloat16" if measuring["passes"] % 2 else "float32"
+        seconds = measure_passes(self._model, self._fresh_twin(), inputs, first=first)
+        measuring["passes"] += 1
+        if measuring["steps"]:  # the first step warms up
+            for dtype, taken in seconds.items():
+                measuring[f"{dtype}_s"] = round(measuring[f"{dtype}_s"] + taken, 4)
+        return "float32"
+
+    def _choose(self, measuring: dict) -> str:
+        speedup = measuring["float32_s"] / max(measuring["bfloat16_s"], 1e-9)
+        choice = "bfloat16" if speedup >= MIN_TRAINING_SPEEDUP else "float32"
+        why = (f"its training passes of steps 2-{MEASURE_STEPS} ran {speedup:.2f}x float32's in bfloat16 on "
+               f"{_cpu_name()} ({', '.join(cpu_bfloat16_instructions())}; needs >= {MIN_TRAINING_SPEEDUP}x)")  # fmt: skip
+        return self._decide(dict(measuring, choice=choice, speedup=round(speedup, 3), why=why))
+
+    def _decide(self, result: dict) -> str:
+        """Keep auto's choice in the record and say it on stderr; the copy goes where it is float32."""
         self._record()[RECORD] = result
+        if result["choice"] == "float32":
+            self._twin = self._twin_of = None
+            self._pairs = []
         sys.stderr.write(f"bfloat16 training (auto) of the {self.bfloat16_label}: {result['choice']}: {result['why']}\n")
-        return result
+        return result["choice"]
 
     # Inference.
     def predict(self, inputs):
@@ -318,36 +337,34 @@ def _detached(value):
     return value
 
 
-def measure_passes(master: torch.nn.Module, twin: torch.nn.Module, inputs, rounds: int = MEASURE_ROUNDS) -> Dict[str, List[float]]:
+def measure_passes(master: torch.nn.Module, twin: torch.nn.Module, inputs, first: str = "float32") -> Dict[str, float]:
     """Seconds of a training pass (forward, and backward from the sum of the floating outputs) of
-    the float32 ``master`` and its bfloat16 ``twin`` on ``inputs`` (Thinc's ArgsKwargs), one
-    warm-up each, then ``rounds`` interleaved rounds (the order reversed every other round). The
-    modules' gradients, training modes and torch's random state are as they were afterwards."""
+    the float32 ``master`` and of its bfloat16 ``twin`` on ``inputs`` (Thinc's ArgsKwargs), ``first``
+    first. The modules' gradients, training modes and torch's random state are as they were
+    afterwards; the inputs get no gradient."""
     args, kwargs = _detached(inputs.args), _detached(inputs.kwargs)
     runs = {"float32": (master, args, kwargs), "bfloat16": (twin, _bfloat16(args), _bfloat16(kwargs))}
     saved_grads = [param.grad for param in master.parameters()]
     modes = {name: module.training for name, (module, _, _) in runs.items()}
     rng = torch.get_rng_state()
-    seconds: Dict[str, List[float]] = {name: [] for name in runs}
+    seconds: Dict[str, float] = {}
     try:
         for param in master.parameters():
             param.grad = None
-        for round_ in range(rounds + 1):
-            for name in (list(runs) if round_ % 2 == 0 else list(reversed(runs))):
-                module, run_args, run_kwargs = runs[name]
-                module.train(True)
-                start = time.perf_counter()
-                with torch.enable_grad():
-                    output = module(*run_args, **run_kwargs)
-                    floating = [t for t in iterate_recursive(lambda x: isinstance(x, torch.Tensor), output)
-                                if t.is_floating_point() and t.requires_grad]  # fmt: skip
-                    torch.autograd.backward([t.float().sum() for t in floating])
-                elapsed = time.perf_counter() - start
-                if round_:  # the first round warms up
-                    seconds[name].append(elapsed)
-                del output, floating
-                for param in module.parameters():
-                    param.grad = None
+        for name in sorted(runs, key=lambda name: name != first):
+            module, run_args, run_kwargs = runs[name]
+            module.train(True)
+            torch.set_rng_state(rng)  # the same dropout draws as the pass that trains
+            start = time.perf_counter()
+            with torch.enable_grad():
+                output = module(*run_args, **run_kwargs)
+                floating = [t for t in iterate_recursive(lambda x: isinstance(x, torch.Tensor), output)
+                            if t.is_floating_point() and t.requires_grad]  # fmt: skip
+                torch.autograd.backward([t.float().sum() for t in floating])
+            seconds[name] = time.perf_counter() - start
+            del output, floating
+            for param in module.parameters():
+                param.grad = None
     finally:
         torch.set_rng_state(rng)
         for param, grad in zip(master.parameters(), saved_grads):

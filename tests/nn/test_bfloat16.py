@@ -125,27 +125,62 @@ def test_auto_without_bfloat16_instructions_stays_float32_naming_the_cpu(monkeyp
 
 
 @pytest.mark.parametrize("speedup,choice", [(1.4, "bfloat16"), (1.0, "float32")])
-def test_auto_measures_once_and_a_saved_layer_keeps_its_choice(monkeypatch, speedup, choice):
-    """auto's choice comes from the measurement on the first batch; the attrs keep it, Thinc saves
-    them with the weights, and a layer loaded from them (a resumed run) does not measure again."""
+def test_auto_measures_the_first_steps_passes_then_keeps_its_choice_with_the_weights(monkeypatch, speedup, choice):
+    """auto times every pass of the first MEASURE_STEPS steps in both dtypes (the first step's as a
+    warm-up) while they train in float32, then chooses; the attrs keep the choice (and the
+    measurement so far), Thinc saves them with the weights, and a layer loaded from them (a
+    resumed run) goes on from there without measuring again."""
     measured = []
 
-    def measure(master, twin, inputs):
-        measured.append(inputs)
-        return {"float32": [speedup, speedup * 1.1], "bfloat16": [1.0, 1.2]}
+    def measure(master, twin, inputs, first):
+        measured.append(first)
+        return {"float32": speedup, "bfloat16": 1.0}
 
     monkeypatch.setattr(bfloat16, "cpu_bfloat16_instructions", lambda: ["AVX512-BF16"])
     monkeypatch.setattr(bfloat16, "measure_passes", measure)
     layer, shim = wrapped("auto")
-    train_pass(shim, batch())
-    train_pass(shim, batch(4))
-    assert len(measured) == 1 and shim.training_choice() == choice
-    assert layer.attrs[bfloat16.RECORD]["speedup"] == speedup
+    optimizer = Adam(0.01)
+    for step in range(bfloat16.MEASURE_STEPS - 1):
+        for index in range(2):  # two passes a step
+            train_pass(shim, batch(10 * step + index))
+        shim.finish_update(optimizer)
+        assert shim.training_choice() is None
+    saved = layer.to_bytes()  # a checkpoint in the middle of the measurement
+    train_pass(shim, batch(99))
+    shim.finish_update(optimizer)
+    assert len(measured) == 2 * bfloat16.MEASURE_STEPS - 1 and measured[:4] == ["float32", "bfloat16", "float32", "bfloat16"]
+    record = layer.attrs[bfloat16.RECORD]
+    assert shim.training_choice() == choice and record["passes"] == len(measured)
+    assert record["float32_s"] == speedup * (len(measured) - 2) and record["bfloat16_s"] == len(measured) - 2  # not step 1's
     assert (shim._twin is not None) == (choice == "bfloat16")
-    loaded, loaded_shim = wrapped("auto", seed=3)
-    loaded.from_bytes(layer.to_bytes())
-    train_pass(loaded_shim, batch())
-    assert len(measured) == 1 and loaded_shim.training_choice() == choice
+    train_pass(shim, batch(100))
+    assert len(measured) == 2 * bfloat16.MEASURE_STEPS - 1  # chosen: nothing more is measured
+    resumed, resumed_shim = wrapped("auto", seed=3)
+    resumed.from_bytes(saved)
+    assert resumed.attrs[bfloat16.RECORD]["steps"] == bfloat16.MEASURE_STEPS - 1 and resumed_shim.training_choice() is None
+    train_pass(resumed_shim, batch(99))
+    resumed_shim.finish_update(Adam(0.01))
+    assert resumed_shim.training_choice() == choice and len(measured) == 2 * bfloat16.MEASURE_STEPS
+    again, again_shim = wrapped("auto", seed=4)
+    again.from_bytes(layer.to_bytes())
+    train_pass(again_shim, batch())
+    assert again_shim.training_choice() == choice and len(measured) == 2 * bfloat16.MEASURE_STEPS
+
+
+def test_the_measured_steps_train_as_float32_steps(monkeypatch):
+    """auto's measurement changes nothing that trains: its steps are float32's, bit for bit."""
+    monkeypatch.setattr(bfloat16, "cpu_bfloat16_instructions", lambda: ["AVX512-BF16"])
+    _, auto = wrapped("auto")
+    _, plain = wrapped("float32")
+    optimizers = {auto: Adam(0.01), plain: Adam(0.01)}
+    for step in range(bfloat16.MEASURE_STEPS - 1):
+        for shim in (auto, plain):
+            torch.manual_seed(step)  # the same dropout draws (the network has none here; the state must match)
+            train_pass(shim, batch(step))
+            shim.finish_update(optimizers[shim])
+    for (name, a), (_, b) in zip(auto._model.named_parameters(), plain._model.named_parameters()):
+        assert torch.equal(a, b), name
+    assert auto.training_choice() is None
 
 
 def test_the_measurement_leaves_gradients_modes_and_random_state_as_they_were():
@@ -155,10 +190,11 @@ def test_the_measurement_leaves_gradients_modes_and_random_state_as_they_were():
     first = next(network.parameters())
     first.grad = torch.ones_like(first)
     state = torch.get_rng_state()
-    seconds = measure_passes(network, twin, batch(), rounds=3)
-    assert [len(times) for times in seconds.values()] == [3, 3] and all(t > 0 for t in seconds["bfloat16"])
+    inputs = batch()
+    seconds = measure_passes(network, twin, inputs, first="bfloat16")
+    assert list(seconds) == ["bfloat16", "float32"] and all(t > 0 for t in seconds.values())
     assert torch.equal(torch.get_rng_state(), state) and not network.training and twin.training
-    assert torch.equal(first.grad, torch.ones_like(first))
+    assert torch.equal(first.grad, torch.ones_like(first)) and inputs.args[0].grad is None
     assert all(p.grad is None for p in list(network.parameters())[1:]) and all(p.grad is None for p in twin.parameters())
 
 
