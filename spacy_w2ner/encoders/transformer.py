@@ -36,9 +36,7 @@ def chunked_transformer_model(
     last_layers: int = 1,
     mixed_precision_dtype: str = "float16",
     pack_spans: bool = True,
-    training_pass_wordpieces: int = 1024,
-    training_dtype: str = "float32",
-    inference_dtype: str = "float32",
+    training_pass_wordpieces: int = 1024, training_dtype: str = "float32", inference_dtype: str = "float32",
 ) -> Model:
     """spacy-transformers' ``TransformerModel.v3`` that runs at most ``max_spans_per_pass``
     spans through the encoder at once when predicting, whose output can be the mean of the
@@ -63,16 +61,13 @@ def chunked_transformer_model(
     the serialized weights are ``TransformerModel.v3``'s. Its shim updates the encoder in one
     fused optimizer step, and ``mixed_precision`` autocasts to
     ``mixed_precision_dtype`` ("bfloat16": no loss scaling unless ``grad_scaler_config`` turns
-    it on); see ``nn.fused_adam``. ``training_dtype`` ("float32", "bfloat16", "auto") trains the
-    encoder on bfloat16 copies of its float32 weights, ``inference_dtype = "bfloat16"`` predicts with
-    bfloat16 weights (what ``optimize`` writes); see ``nn.bfloat16``.
+    it on); see ``nn.fused_adam``; ``training_dtype`` and ``inference_dtype``: ``nn.bfloat16``.
     """
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
     if last_layers < 1:
         raise ValueError(f"last_layers must be at least 1, got {last_layers}")
     check_half_dtype(mixed_precision_dtype)
-    check_dtypes(training_dtype, inference_dtype, mixed_precision)
     grad_scaler_config = dict(grad_scaler_config)
     grad_scaler_config.setdefault("enabled", bool(mixed_precision) and mixed_precision_dtype == "float16")
     model = create_TransformerModel_v3(
@@ -83,7 +78,7 @@ def chunked_transformer_model(
         fuse_updates(shim, FusedHFShim, mixed_precision_dtype)
     keep_hidden_states = bool(transformer_config.get("output_hidden_states", False))
     chunked = _chunked_encoder(encoder, max_spans_per_pass, last_layers, keep_hidden_states)
-    use_bfloat16(chunked.shims, training_dtype, inference_dtype, chunked.attrs, "encoder")  # issue 71: nn/bfloat16.py
+    use_bfloat16(chunked.shims, check_dtypes(training_dtype, inference_dtype, mixed_precision), chunked.attrs, "encoder")
     chunked.attrs["loss_scaling"] = bool(grad_scaler_config["enabled"])
     _set_training_passes(chunked, pack_spans, training_pass_wordpieces)
     model.replace_node(encoder, chunked)
@@ -104,9 +99,7 @@ def chunked_transformer_model_v2(
     mixed_precision_dtype: str = "float16",
     int8_layers: List[str] = [],
     pack_spans: bool = True,
-    training_pass_wordpieces: int = 1024,
-    training_dtype: str = "float32",
-    inference_dtype: str = "float32",
+    training_pass_wordpieces: int = 1024, training_dtype: str = "float32", inference_dtype: str = "float32",
 ) -> Model:
     """``ChunkedTransformerModel.v1`` whose encoder's Linear layers that ``int8_layers`` matches
     (regular expressions over the layer names, ``re.search``) are int8 for CPU inference

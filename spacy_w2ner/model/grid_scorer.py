@@ -36,8 +36,11 @@ def grid_scorer_layer(
     mixed_precision: bool,
     mixed_precision_dtype: str,
     grad_scaler_config: dict,
+    bfloat16: BFloat16Settings = BFloat16Settings(),
 ) -> Model:
-    """The grid scorer's Thinc node; its torch module is built at initialize (``build_grid_scorer``)."""
+    """The grid scorer's Thinc node; its torch module is built at initialize (``build_grid_scorer``).
+    ``bfloat16``: its training and inference dtypes (``nn.bfloat16``), an attr Thinc does not save
+    (the config says it on every load)."""
     return Model(
         GRID_SCORER_NAME,
         _grid_scorer_forward,
@@ -50,6 +53,7 @@ def grid_scorer_layer(
             # Prediction passes on a GPU replayed from CUDA graphs (``nn/cuda_graphs.py``); off
             # until a GPU's figures decide, the GPU bench turns it on.
             "cuda_graphs": False,
+            "bfloat16": bfloat16,
         },
     )
 
@@ -83,8 +87,7 @@ def build_grid_scorer(grid_scorer: Model) -> None:
         grad_scaler=PyTorchGradScaler(**scaler),
     )
     fuse_updates(wrapper.shims[0], FusedPyTorchShim, attrs.get("mixed_precision_dtype", "float16"))
-    bfloat16 = attrs.get("bfloat16") or BFloat16Settings()  # issue 71: nn/bfloat16.py
-    use_bfloat16(wrapper.shims, bfloat16.training, bfloat16.inference, attrs, "grid network")
+    use_bfloat16(wrapper.shims, attrs.get("bfloat16") or BFloat16Settings(), attrs, "grid network")  # nn/bfloat16.py
     grid_scorer.layers.append(wrapper)  # Thinc: "you can append to it to add layers"
 
 

@@ -73,8 +73,8 @@ BFLOAT16_CANNOT_TRAIN = (
 )
 
 
-def check_dtypes(training_dtype: str, inference_dtype: str, mixed_precision: bool = False) -> None:
-    """ValueError naming a setting that is not one of the choices, or bfloat16 beside autocast."""
+def check_dtypes(training_dtype: str, inference_dtype: str, mixed_precision: bool = False) -> "BFloat16Settings":
+    """The settings, or ValueError naming one that is not one of the choices, or bfloat16 beside autocast."""
     if training_dtype not in TRAINING_DTYPES:
         raise ValueError(f"training_dtype must be one of {', '.join(TRAINING_DTYPES)}, got {training_dtype!r}")
     if inference_dtype not in INFERENCE_DTYPES:
@@ -84,6 +84,7 @@ def check_dtypes(training_dtype: str, inference_dtype: str, mixed_precision: boo
             "mixed_precision (autocast) and training_dtype/inference_dtype (bfloat16 weights) do not go together: "
             "on a CPU use training_dtype = \"auto\" or \"bfloat16\" with mixed_precision = false"
         )
+    return BFloat16Settings(training_dtype, inference_dtype)
 
 
 @dataclass(frozen=True)
@@ -129,13 +130,14 @@ def without_bfloat16_instructions(cpu: str) -> str:
     return f"{cpu} has no bfloat16 instructions ({' or '.join(BFLOAT16_FLAGS.values())}): bfloat16 is slower than float32 there"
 
 
-def use_bfloat16(shims: Sequence, training_dtype: str, inference_dtype: str, record: Optional[dict], label: str) -> None:
+def use_bfloat16(shims: Sequence, settings: "BFloat16Settings", record: Optional[dict], label: str) -> None:
     """Give the shims (an encoder's ``FusedHFShim``, the grid network's ``FusedPyTorchShim``) the
     bfloat16 behaviour of the module docstring; shims with both settings float32 are left as
     they are. ``record``: the node attrs where "auto" keeps its choice (saved with the weights);
     ``label``: the module's name in messages ("encoder", "grid network")."""
+    training_dtype, inference_dtype = settings.training, settings.inference
     check_dtypes(training_dtype, inference_dtype)
-    if (training_dtype, inference_dtype) == ("float32", "float32"):
+    if settings.is_float32:
         return
     for shim in shims:
         cls = BFLOAT16_CLASSES.get(type(shim))

@@ -25,7 +25,7 @@ def wrapped(training="bfloat16", inference="float32", seed=0):
     layer's attrs keep auto's choice, as the grid scorer's do."""
     layer = PyTorchWrapper_v2(small_network(seed))
     fuse_updates(layer.shims[0], FusedPyTorchShim, "float16")
-    use_bfloat16(layer.shims, training, inference, layer.attrs, "grid network")
+    use_bfloat16(layer.shims, BFloat16Settings(training, inference), layer.attrs, "grid network")
     return layer, layer.shims[0]
 
 
