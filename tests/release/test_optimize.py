@@ -321,6 +321,11 @@ def test_a_bfloat16_pipeline_loads_predicts_in_bfloat16_the_same_entities_and_do
     assert list(doc.spans["w2ner"].attrs["scores"]) == list(doc_again.spans["w2ner"].attrs["scores"])
     with pytest.raises(OptimizeError, match="predict in bfloat16 already"):
         optimize_pipeline(bfloat16_model, tmp_path / "twice")
+    (tmp_path / "metrics.json").write_text(json.dumps(nlp.evaluate(make_examples(nlp))))
+    cli("model-card", tmp_path / "again", tmp_path / "metrics.json")
+    card = (tmp_path / "again" / "README.md").read_text(encoding="utf8")
+    assert "bfloat16 for CPU inference (`python -m spacy_w2ner optimize`): the encoder and grid network" in card
+    assert "bfloat16: made for a CPU's inference" in card and "int8" not in card
 
 
 def test_annotate_and_serve_use_the_bfloat16_pipeline_as_it_is(float_model, bfloat16_model, tmp_path):
