@@ -20,6 +20,11 @@ encoder run as they did before this round's encoder passes (one padded pass per 
    code's float32 cases at 64 too, which tells the code's gain from the batches'.
    Peak resident memory (VmHWM) of each process: the median of the rounds counts (one process's
    peak moves by 100-300 MB with where glibc's heap happens to end a batch), each round's listed.
+
+``--bfloat16`` adds the pipeline predicting with bfloat16 weights (``nn.bfloat16``), the encoder's
+(``bfloat16``) and both networks' (``bfloat16+grid``), as ``optimize``'s bfloat16 candidates write
+it but without its measurement (a copy whose config sets ``inference_dtype``): their accuracy,
+their entities against float32's, and ``annotate`` beside the others. ``--no-int8`` leaves int8 out.
 """
 import argparse
 from dataclasses import asdict
@@ -35,6 +40,8 @@ from typing import Dict, List, Optional
 
 from plots import plot_after_run  # noqa: E402  (bench/ is on sys.path)
 
+from spacy_w2ner.nn.bfloat16 import cpu_bfloat16_instructions
+from spacy_w2ner.nn.int8 import cpu_features
 from spacy_w2ner.release.measure import agreement
 from spacy_w2ner.release.measure import entity_sets as package_entity_sets
 
@@ -102,6 +109,27 @@ def entity_sets(model: Path, texts: List[str], batch_size: int, one_pass: bool =
         transformer.MIN_TOKENS_PER_PASS = default
 
 
+def bfloat16_copy(model: Path, output: Path, candidate: str) -> Path:
+    """``model`` copied to ``output`` with the config of ``optimize``'s bfloat16 candidate (its float32
+    state is made bfloat16 when it loads)."""
+    import shutil
+
+    from spacy.util import load_config
+
+    from spacy_w2ner.component import first_w2ner
+    from spacy_w2ner.release.bfloat16 import CANDIDATES
+    from spacy_w2ner.release.optimize import encoder_component
+
+    import spacy
+
+    shutil.copytree(model, output)
+    nlp = spacy.load(model)
+    config = load_config(output / "config.cfg", interpolate=False)
+    CANDIDATES[candidate].configure(config, encoder_component(nlp), first_w2ner(nlp)[0])
+    config.to_disk(output / "config.cfg")
+    return output
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path)
@@ -113,6 +141,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", type=Path)
     parser.add_argument("--results", type=Path, help="Where the accuracy JSON goes (project/results/...)")
+    parser.add_argument("--bfloat16", action="store_true", help="Also the pipeline in bfloat16 (encoder; both networks)")
+    parser.add_argument("--no-int8", action="store_true", help="Leave the int8 pipeline out")
     args = parser.parse_args()
 
     from spacy_w2ner.annotate.options import AnnotateOptions
@@ -124,22 +154,27 @@ def main() -> None:
         work = Path(work)
         int8_model = work / "int8"
         patterns = None if args.int8 is None else int8_option(args.int8)
-        report = optimize_pipeline(args.model, int8_model, patterns)
+        report = None if args.no_int8 else optimize_pipeline(args.model, int8_model, patterns)
         jsonl = work / "test.jsonl"
         jsonl.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf8")
         batch = AnnotateOptions().batch_size  # annotate's default, as a user runs it
         float32 = entity_sets(args.model, texts, batch)
-        accuracy = {"float32": evaluate(args.model, args.test, work), "int8": evaluate(int8_model, args.test, work),
-                    "int8_vs_float32_entities": agreement(float32, entity_sets(int8_model, texts, batch)),
+        accuracy = {"float32": evaluate(args.model, args.test, work),
                     "float32_vs_float32_one_padded_pass_entities": agreement(entity_sets(args.model, texts, OLD_BATCH, True), float32),
                     f"float32_vs_float32_batches_of_{OLD_BATCH}_entities": agreement(entity_sets(args.model, texts, OLD_BATCH), float32)}  # fmt: skip
+        optimized = {} if args.no_int8 else {"int8": int8_model}
+        if args.bfloat16:
+            optimized.update({name: bfloat16_copy(args.model, work / name, name) for name in ("bfloat16", "bfloat16+grid")})
+        for name, model in optimized.items():
+            accuracy[name] = evaluate(model, args.test, work)
+            accuracy[f"{name}_vs_float32_entities"] = agreement(float32, entity_sets(model, texts, batch))
         cases = {"float32 annotate (0.2.0)": (args.model, "annotate", OLD_BATCH, args.old_code),
                  "encoder alone (0.2.0)": (args.model, "encoder", OLD_BATCH, args.old_code),
                  "float32 annotate": (args.model, "annotate", batch, None),
                  f"float32 annotate, batches of {OLD_BATCH}": (args.model, "annotate", OLD_BATCH, None),
                  "encoder alone": (args.model, "encoder", batch, None),
                  f"encoder alone, batches of {OLD_BATCH}": (args.model, "encoder", OLD_BATCH, None),
-                 "int8 annotate": (int8_model, "annotate", batch, None)}  # fmt: skip
+                 **{f"{name} annotate": (model, "annotate", batch, None) for name, model in optimized.items()}}  # fmt: skip
         if not args.old_code:
             cases = {name: case for name, case in cases.items() if "0.2.0" not in name}
         runs: Dict[str, List[Dict]] = {name: [] for name in cases}
@@ -153,23 +188,25 @@ def main() -> None:
         speed[name] = {"docs_per_s": round(len(texts) / best, 1), "seconds": [round(r["seconds"], 3) for r in results],
                        "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in results),
                        "peak_rss_mb_rounds": [r["peak_rss_mb"] for r in results]}  # fmt: skip
-    int8_rate = speed["int8 annotate"]["docs_per_s"]
-    ratios = {f"int8 annotate / {name}": round(int8_rate / s["docs_per_s"], 3) for name, s in speed.items() if name != "int8 annotate"}
+    ratios = {f"{kind} annotate / {name}": round(speed[f"{kind} annotate"]["docs_per_s"] / s["docs_per_s"], 3)
+              for kind in optimized for name, s in speed.items() if name != f"{kind} annotate"}  # fmt: skip
     ratios["float32 annotate / float32 annotate (0.2.0)"] = (
         round(speed["float32 annotate"]["docs_per_s"] / speed["float32 annotate (0.2.0)"]["docs_per_s"], 3) if args.old_code else None
     )
-    delta_f = round(100 * (accuracy["int8"]["w2ner_f"] - accuracy["float32"]["w2ner_f"]), 2)
-    report_dict = {"model": str(args.model), "optimize": {k: v for k, v in asdict(report).items() if k != "output"}, "optimize_summary": report.lines(),
+    deltas = {f"{kind}_minus_float32_test_f": round(100 * (accuracy[kind]["w2ner_f"] - accuracy["float32"]["w2ner_f"]), 2) for kind in optimized}
+    report_dict = {"model": str(args.model), "command": " ".join(sys.argv),
+                   "optimize": report and {k: v for k, v in asdict(report).items() if k != "output"}, "optimize_summary": report and report.lines(),
                    "documents": len(texts), "annotate_batch_size": batch, "threads": args.threads, "rounds": args.rounds, "accuracy": accuracy,
-                   "int8_minus_float32_test_f": delta_f, "speed": speed, "ratios": ratios,
+                   **deltas, "speed": speed, "ratios": ratios,
                    "torch": __import__("torch").__version__, "python": platform.python_version(),
-                   "cpu": platform.processor() or platform.machine()}  # fmt: skip
+                   "cpu": platform.processor() or platform.machine(), "cpu_model": cpu_features()["model"],
+                   "bfloat16_instructions": cpu_bfloat16_instructions()}  # fmt: skip
     text = json.dumps(report_dict, indent=2) + "\n"
     print(text)
     for path in (args.output, args.results):
         if path:
             path.write_text(text)
-    if args.output:
+    if args.output and "int8" in optimized:
         plot_after_run("speed", optimize=args.output, output=args.output.parent / "speed.png")
 
 

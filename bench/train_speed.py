@@ -15,7 +15,16 @@ MiniLM: ``w2ner_minilm_cpu.cfg`` with ``train-cadec``'s recipe):
 * ``plain``: the encoder fine-tuned with a linear token head over its wordpieces (torch's AdamW,
   the recipe's encoder rate, batches padded to their longest, as a fine-tuning script does);
 * ``spancat``: spaCy's spancat with the same encoder (``spancat_minilm_cpu.cfg``);
-* ``w2ner-bf16``: this code with the encoder in mixed precision, bfloat16 (``--systems``).
+* ``w2ner-bf16``: this code with the encoder trained in bfloat16 on bfloat16 copies of its float32
+  weights (``training_dtype = "bfloat16"``, ``nn.bfloat16``; the grid network float32);
+  ``w2ner-bf16-grid``: both networks so; ``w2ner-autocast``: the encoder under torch's CPU
+  autocast to bfloat16 (``mixed_precision``; what ``w2ner-bf16`` meant before issue 71, in
+  bench/results/cpu-train-speed-bf16.json) (``--systems``).
+
+``--interleave``: the w2ner systems of ``--systems`` in one process instead, on the same batches,
+their steps interleaved one by one (the order reversed every other step), each step timed on its
+own: on a machine that other work keeps busy (``cpu_stalled`` near 1) the load changes from minute
+to minute, and only ratios of steps taken side by side mean anything.
 
 --rounds interleaved rounds, the best of each case counts (these machines are noisy), with the
 share of its time some task of the machine waited for a CPU (``cpu_stalled``, from
@@ -37,21 +46,30 @@ from typing import Dict, List, Optional
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "project" / "configs"
 # The encoder under the CPU's bfloat16 autocast (``nn.shim``; the grid network in float32).
-ENCODER_BF16 = {"components.transformer.model.mixed_precision": True, "components.transformer.model.mixed_precision_dtype": "bfloat16"}
+ENCODER_AUTOCAST = {"components.transformer.model.mixed_precision": True, "components.transformer.model.mixed_precision_dtype": "bfloat16"}
+# Training on bfloat16 copies of the float32 weights (``nn.bfloat16``): the encoder, and both networks.
+ENCODER_BF16 = {"components.transformer.model.training_dtype": "bfloat16"}
+BOTH_BF16 = {**ENCODER_BF16, "components.w2ner.model.training_dtype": "bfloat16"}
+MINILM_RECIPE = {"components.transformer.model.last_layers": 4, "components.w2ner.learn_rate_scale": 20.0}
 ENCODERS = {
     "mpnet": {
         "w2ner": ("w2ner_mpnet_gpu.cfg", {}),
         "w2ner-bf16": ("w2ner_mpnet_gpu.cfg", ENCODER_BF16),
+        "w2ner-bf16-grid": ("w2ner_mpnet_gpu.cfg", BOTH_BF16),
+        "w2ner-autocast": ("w2ner_mpnet_gpu.cfg", ENCODER_AUTOCAST),
         "spancat": ("spancat_minilm_cpu.cfg", {
             "components.transformer.model.name": {"@misc": "spacy_w2ner.encoder_path.v1", "name": "all-mpnet-base-v2"}}),
     },
     "minilm": {
-        "w2ner": ("w2ner_minilm_cpu.cfg", {"components.transformer.model.last_layers": 4, "components.w2ner.learn_rate_scale": 20.0}),
-        "w2ner-bf16": ("w2ner_minilm_cpu.cfg", {"components.transformer.model.last_layers": 4, "components.w2ner.learn_rate_scale": 20.0, **ENCODER_BF16}),
+        "w2ner": ("w2ner_minilm_cpu.cfg", MINILM_RECIPE),
+        "w2ner-bf16": ("w2ner_minilm_cpu.cfg", {**MINILM_RECIPE, **ENCODER_BF16}),
+        "w2ner-bf16-grid": ("w2ner_minilm_cpu.cfg", {**MINILM_RECIPE, **BOTH_BF16}),
+        "w2ner-autocast": ("w2ner_minilm_cpu.cfg", {**MINILM_RECIPE, **ENCODER_AUTOCAST}),
         "spancat": ("spancat_minilm_cpu.cfg", {}),
     },
 }  # fmt: skip
-SYSTEMS = ["w2ner", "plain", "spancat", "w2ner-bf16"]
+SYSTEMS = ["w2ner", "plain", "spancat", "w2ner-bf16", "w2ner-bf16-grid", "w2ner-autocast"]
+BFLOAT16_SYSTEMS = [system for system in SYSTEMS if system.startswith("w2ner-")]
 
 
 def batches_of(path: Path, vocab, batch_size: int, count: int) -> List[list]:
@@ -100,6 +118,29 @@ def spacy_steps(args, system: str) -> Dict:
     if profile is not None:
         result["profile_s_per_step"] = profile.per_step(seconds, args.steps)
     return result
+
+
+def interleaved_steps(args, systems: List[str]) -> Dict[str, Dict]:
+    """``spacy_steps`` of several systems in this process, their steps interleaved (``--interleave``)."""
+    import spacy
+
+    vocab = spacy.blank("en").vocab
+    batches = batches_of(Path(args.train), vocab, args.batch_size, args.warmup + args.steps + 1)
+    built = {}
+    for system in systems:
+        nlp, optimizer, dropout = build_pipeline(system, args.encoder, [d for b in batches for d in b])
+        built[system] = (nlp, optimizer, dropout, [[_example(nlp, doc) for doc in b] for b in batches[: args.warmup + args.steps]])
+    seconds = {system: [] for system in systems}
+    for step in range(args.warmup + args.steps):
+        for system in systems if step % 2 == 0 else list(reversed(systems)):
+            nlp, optimizer, dropout, examples = built[system]
+            start = time.perf_counter()
+            nlp.update(examples[step], drop=dropout, sgd=optimizer)
+            optimizer.step_schedules()
+            if step >= args.warmup:
+                seconds[system].append(time.perf_counter() - start)
+    timed = [examples for examples in next(iter(built.values()))[3][args.warmup :]]
+    return {system: {**_speed(timed, sum(times)), "step_seconds": [round(t, 3) for t in times]} for system, times in seconds.items()}
 
 
 def _example(nlp, doc):
@@ -228,7 +269,9 @@ def peak_rss_mb() -> float:
 
 
 def run_case(args, system: str, encoder: str, code: Optional[Path]) -> Dict:
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=str(code or ROOT))
+    # The code compared first on the path; the rest of the caller's path kept after it.
+    path = os.pathsep.join(part for part in (str(code or ROOT), os.environ.get("PYTHONPATH", "")) if part)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=path)
     command = [sys.executable, str(Path(__file__).resolve()), args.train, "--case", system, "--encoder", encoder,
                "--batch-size", str(args.batch_size), "--warmup", str(args.warmup), "--steps", str(args.steps),
                "--threads", str(args.threads)] + (["--profile"] if args.profile and system.startswith("w2ner") else [])  # fmt: skip
@@ -269,6 +312,28 @@ def compare(args) -> Dict:
     return results
 
 
+def interleave(args) -> Dict[str, Dict]:
+    """--interleave: per encoder, one process running the w2ner systems' steps in turn."""
+    results: Dict[str, Dict] = {}
+    systems = [system for system in args.systems if system.startswith("w2ner")]
+    for encoder in args.encoders:
+        path = os.pathsep.join(part for part in (str(ROOT), os.environ.get("PYTHONPATH", "")) if part)
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=path)
+        command = [sys.executable, str(Path(__file__).resolve()), args.train, "--encoder", encoder, "--cases", *systems,
+                   "--batch-size", str(args.batch_size), "--warmup", str(args.warmup), "--steps", str(args.steps),
+                   "--threads", str(args.threads)]  # fmt: skip
+        stalled, start = cpu_stall_us(), time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=str(ROOT))
+        if done.returncode:
+            raise RuntimeError(f"{encoder} interleaved: {done.stderr[-3000:]}")
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        share = None if stalled is None else round((cpu_stall_us() - stalled) / 1e6 / (time.perf_counter() - start), 3)
+        for system, result in found["results"].items():
+            results[f"{system} {encoder}"] = {**result, "cpu_stalled": share, "process_peak_rss_mb": found["peak_rss_mb"]}
+            print(f"{system} {encoder}: {result['sentences_per_s']} sentences/s", file=sys.stderr, flush=True)
+    return results
+
+
 def ratios(results: Dict, encoders: List[str]) -> Dict[str, float]:
     found = {}
     for encoder in encoders:
@@ -277,8 +342,9 @@ def ratios(results: Dict, encoders: List[str]) -> Dict[str, float]:
             key = f"{other} {encoder}" + (" (old)" if other == "w2ner" else "")
             if key in results:
                 found[f"w2ner {encoder} / {key}"] = round(new["sentences_per_s"] / results[key]["sentences_per_s"], 3)
-        if f"w2ner-bf16 {encoder}" in results:
-            found[f"w2ner-bf16 {encoder} / w2ner {encoder}"] = round(results[f"w2ner-bf16 {encoder}"]["sentences_per_s"] / new["sentences_per_s"], 3)
+        for system in BFLOAT16_SYSTEMS:
+            if f"{system} {encoder}" in results:
+                found[f"{system} {encoder} / w2ner {encoder}"] = round(results[f"{system} {encoder}"]["sentences_per_s"] / new["sentences_per_s"], 3)
         if f"w2ner {encoder} (old)" in results:
             found[f"w2ner {encoder} peak RSS / old"] = round(new["peak_rss_mb"] / results[f"w2ner {encoder} (old)"]["peak_rss_mb"], 3)
     return found
@@ -296,11 +362,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--systems", nargs="+", default=["w2ner", "plain", "spancat"], choices=SYSTEMS)
     parser.add_argument("--profile", action="store_true", help="Also time the parts of a w2ner step")
+    parser.add_argument("--interleave", action="store_true", help="The w2ner systems in one process, steps interleaved")
     parser.add_argument("--output", type=Path, help="Write the figures as JSON here")
     parser.add_argument("--case", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--encoder", choices=sorted(ENCODERS), help=argparse.SUPPRESS)
+    parser.add_argument("--cases", nargs="+", help=argparse.SUPPRESS)  # --interleave's, in one process
     args = parser.parse_args()
     args.train = str(Path(args.train).resolve())
+    if args.cases:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        print(json.dumps({"results": interleaved_steps(args, args.cases), "peak_rss_mb": round(peak_rss_mb(), 1)}))
+        return
     if args.case:
         import torch
 
@@ -308,9 +382,10 @@ def main() -> None:
         result = plain_steps(args) if args.case == "plain" else spacy_steps(args, args.case)
         print(json.dumps({**result, "peak_rss_mb": round(peak_rss_mb(), 1)}))
         return
-    results = compare(args)
+    results = interleave(args) if args.interleave else compare(args)
     report = {
-        "machine": {"processor": platform.processor() or platform.machine(), "cpu": _cpu_name(), "threads": args.threads},
+        "machine": {"processor": platform.processor() or platform.machine(), "cpu": _cpu_name(), "threads": args.threads,
+                    "bfloat16_instructions": _bfloat16_instructions()},
         "command": " ".join(sys.argv),
         "settings": {key: getattr(args, key) for key in ("batch_size", "warmup", "steps", "rounds")},
         "results": results,
@@ -319,6 +394,12 @@ def main() -> None:
     print(json.dumps(report, indent=1))
     if args.output:
         args.output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf8")
+
+
+def _bfloat16_instructions() -> List[str]:
+    from spacy_w2ner.nn.bfloat16 import cpu_bfloat16_instructions
+
+    return cpu_bfloat16_instructions()
 
 
 def _cpu_name() -> str:

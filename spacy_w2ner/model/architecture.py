@@ -14,6 +14,7 @@ from thinc.types import Floats2d, Floats4d
 
 from ..grid.segments import validate_window
 from ..memory.heap import ReleaseEvery
+from ..nn.bfloat16 import check_dtypes
 from ..nn.shim import check_half_dtype
 from .batches import score_docs
 from .grid_scorer import build_grid_scorer, grid_overflowed, grid_scorer_layer
@@ -48,7 +49,7 @@ def build_w2ner_model(
     triplet_margin: float = 1.0,
     triplet_mining: str = "centroid",
     gap_link_weight: float = 1.0,
-    max_grid_padding: Optional[float] = None,
+    max_grid_padding: Optional[float] = None, training_dtype: str = "float32", inference_dtype: str = "float32",
 ) -> Model[List[Doc], List[GridBatch]]:
     """W2NER: word vectors from ``tok2vec``, one relation grid per sentence or window.
 
@@ -60,7 +61,7 @@ def build_w2ner_model(
     loss scaling) or "bfloat16". Training's loss: ``triplet_*``, a grid-level triplet loss beside
     the cross-entropy, off while ``triplet_weight`` is 0 (``model.loss.grid_triplet_loss``);
     ``gap_link_weight``, the cross-entropy's weight on the links across an entity's gaps
-    (``grid.targets.gold_grids``). Every setting is checked here: a bad config fails when the
+    (``grid.targets.gold_grids``); ``training_dtype`` and ``inference_dtype``: ``nn.bfloat16``. Every setting is checked here: a bad config fails when the
     pipeline is created.
     """
     hyper = dict(lstm_size=lstm_size, dist_emb_size=dist_emb_size, region_emb_size=region_emb_size,
@@ -71,7 +72,8 @@ def build_w2ner_model(
     check_positive_int("max_grid_cells", max_grid_cells)
     check_half_dtype(mixed_precision_dtype)
     triplet = triplet_settings(triplet_weight, triplet_window, triplet_margin, triplet_mining)
-    grid_scorer = grid_scorer_layer(nO, hyper, mixed_precision, mixed_precision_dtype, grad_scaler_config)
+    grid_scorer = grid_scorer_layer(nO, hyper, mixed_precision, mixed_precision_dtype, grad_scaler_config,
+                                    check_dtypes(training_dtype, inference_dtype, mixed_precision))  # fmt: skip
     return Model(
         "w2ner", _w2ner_forward, init=_w2ner_init, layers=[tok2vec, grid_scorer],
         refs={"tok2vec": tok2vec, "grid_scorer": grid_scorer},

@@ -21,6 +21,7 @@ from thinc.api import Model, PyTorchGradScaler, PyTorchWrapper_v2, get_torch_def
 from thinc.layers.pytorchwrapper import convert_pytorch_default_outputs
 from thinc.types import ArgsKwargs, Floats3d, Ints1d
 
+from ..nn.bfloat16 import BFloat16Settings, use_bfloat16
 from ..nn.cuda_graphs import GraphedGridNetwork, attach_graphs
 from ..nn.shim import FusedPyTorchShim, fuse_updates, grad_scaler, torch_module
 from ..nn.network import GridNetwork, saved_bytes_per_cell
@@ -35,8 +36,11 @@ def grid_scorer_layer(
     mixed_precision: bool,
     mixed_precision_dtype: str,
     grad_scaler_config: dict,
+    bfloat16: BFloat16Settings = BFloat16Settings(),
 ) -> Model:
-    """The grid scorer's Thinc node; its torch module is built at initialize (``build_grid_scorer``)."""
+    """The grid scorer's Thinc node; its torch module is built at initialize (``build_grid_scorer``).
+    ``bfloat16``: its training and inference dtypes (``nn.bfloat16``), an attr Thinc does not save
+    (the config says it on every load)."""
     return Model(
         GRID_SCORER_NAME,
         _grid_scorer_forward,
@@ -49,6 +53,7 @@ def grid_scorer_layer(
             # Prediction passes on a GPU replayed from CUDA graphs (``nn/cuda_graphs.py``); off
             # until a GPU's figures decide, the GPU bench turns it on.
             "cuda_graphs": False,
+            "bfloat16": bfloat16,
         },
     )
 
@@ -82,6 +87,7 @@ def build_grid_scorer(grid_scorer: Model) -> None:
         grad_scaler=PyTorchGradScaler(**scaler),
     )
     fuse_updates(wrapper.shims[0], FusedPyTorchShim, attrs.get("mixed_precision_dtype", "float16"))
+    use_bfloat16(wrapper.shims, attrs.get("bfloat16") or BFloat16Settings(), attrs, "grid network")  # nn/bfloat16.py
     grid_scorer.layers.append(wrapper)  # Thinc: "you can append to it to add layers"
 
 

@@ -4,6 +4,8 @@
   distance/region embeddings, dilated convolutions, biaffine + MLP co-predictor);
 * ``triplet``: the triplet loss's hinges on grid cells;
 * ``int8``: int8 Linear layers for CPU inference (which layers, how, and which are int8);
+* ``bfloat16``: training on bfloat16 copies of float32 weights, and inference with bfloat16
+  weights, on CPUs with bfloat16 instructions (``training_dtype``, ``inference_dtype``);
 * ``cuda_graphs``: both networks' prediction passes on a GPU replayed from CUDA graphs;
 * ``adam``: Thinc's Adam update of all of a module's tensors at once (torch's functional Adam);
 * ``shim``: Thinc's shim with that step, autocast and prediction (the one reader of Thinc's privates);

@@ -14,6 +14,7 @@ import srsly
 from spacy_transformers.layers.hf_shim import HFShim
 from transformers import AutoModel
 
+from .bfloat16 import BFloat16Passes
 from .shim import FusedUpdate, torch_module
 from .int8 import fewer_bits_warning, int8_layer_names, quantize_linear_layers
 
@@ -150,3 +151,7 @@ class _SavedConfig:
             if (isinstance(value, float) or key == "_name_or_path") and getattr(config, key, None) != value:
                 setattr(config, key, value)
         return config
+
+
+class BFloat16HFShim(BFloat16Passes, FusedHFShim):
+    """The encoder's shim in bfloat16 (training or inference; ``nn.bfloat16``)."""

@@ -16,12 +16,14 @@ model 0.3-1.1 F (bench/README.md, "Fast CPU inference").
 Which layers become int8 is a list of regular expressions over the module's layer names
 (``re.search``), so that a saved pipeline says exactly what it quantized: ``INT8_PRESETS``.
 """
-import platform
 import re
 import warnings
 from typing import Dict, List, Optional, Sequence
 
 import torch
+
+from . import cpu
+from .cpu import describe_cpu, has_vnni  # noqa: F401  (describe_cpu: optimize's words for cpu_features)
 
 # The encoder's Linear layers by role, for BERT-like names (BERT, MiniLM, RoBERTa: "attention.self.query",
 # "attention.output.dense", "intermediate.dense", "output.dense"; MPNet: "attention.attn.q", ...;
@@ -37,40 +39,12 @@ INT8_PRESETS: Dict[str, List[str]] = {
 }
 
 
-def _cpu_has(probe_name: str) -> bool:
-    """Whether this CPU has a feature, by torch's own probe (private: False where it is missing)."""
-    probe = getattr(torch.cpu, probe_name, None)
-    try:
-        return bool(probe()) if probe is not None else False
-    except Exception:  # a probe that fails says nothing: keep the safe range
-        return False
-
-
-def _cpu_has_vnni() -> bool:
-    """Whether this CPU has AVX-512 VNNI."""
-    return _cpu_has("_is_vnni_supported")
-
-
-ACTIVATION_BITS = 8 if _cpu_has_vnni() else 7
+ACTIVATION_BITS = 8 if has_vnni() else 7
 
 
 def cpu_features() -> Dict[str, object]:
-    """This CPU as ``optimize`` records it: its model name (/proc/cpuinfo, else the platform's),
-    whether it has AVX-512 and AVX-512 VNNI, and the bits int8 layers give activations on it."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf8") as cpuinfo:
-            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return {"model": model, "avx512": _cpu_has("_is_avx512_supported"), "vnni": _cpu_has_vnni(),
-            "activation_bits": ACTIVATION_BITS}  # fmt: skip
-
-
-def describe_cpu(features: Dict[str, object]) -> str:
-    """``cpu_features()`` in words: "AMD EPYC (AVX-512: yes, VNNI: no)"."""
-    yes = {True: "yes", False: "no"}
-    return f"{features['model']} (AVX-512: {yes[bool(features['avx512'])]}, VNNI: {yes[bool(features['vnni'])]})"
+    """This CPU as ``optimize`` records it (``nn.cpu``), with the bits int8 layers give activations."""
+    return cpu.cpu_features(ACTIVATION_BITS)
 
 
 def default_preset() -> str:

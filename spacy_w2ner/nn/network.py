@@ -174,11 +174,12 @@ class DilatedConvolutions(nn.Module):
         # call for 12 sentences). On a CPU channels last, the grid's own layout: oneDNN's
         # depthwise convolution was 2.5-6x faster so (AVX-512), and its backward pass channels
         # first took 10x longer at dilation 3 (bench/README.md, "Training speed").
-        x = grid.permute(0, 3, 1, 2).float()
+        # In the weights' dtype: float32 under mixed precision too (depthwise convolutions are
+        # memory-bound, and their half-precision kernels are not the fast ones on every GPU);
+        # bfloat16 where the weights are (``nn.bfloat16``: oneDNN's kernels on a CPU).
+        x = grid.permute(0, 3, 1, 2).to(self.convs[0].weight.dtype)
         x = x.contiguous(memory_format=convolution_layout(x.device))
         outputs = []
-        # float32 under mixed precision too: depthwise convolutions are memory-bound, and
-        # their half-precision kernels are not the fast ones on every GPU.
         with torch.autocast(device_type=x.device.type, enabled=False):
             for conv in self.convs:
                 # Padding cells are zeroed after every layer, so what a sentence gets
@@ -267,11 +268,12 @@ class GridNetwork(nn.Module):
         are on the device (a CUDA graph's replay, ``nn.cuda_graphs``: packing reads them on the
         host); packed otherwise."""
         # float32 under mixed precision too: a small share of the work, and cuDNN's LSTM is
-        # not half-precision everywhere (a fallback would be many small kernels).
+        # not half-precision everywhere (a fallback would be many small kernels). On a CPU in
+        # the weights' dtype (bfloat16 weights: ``nn.bfloat16``, oneDNN's bfloat16 LSTM).
         with torch.autocast(device_type=vectors.device.type, enabled=False):
             unpacked = vectors.device.type == "cpu" or lengths.device.type != "cpu"
             if unpacked and isinstance(self.lstm, nn.LSTM):
-                return lstm_by_direction(self.lstm, vectors.float(), lengths)
+                return lstm_by_direction(self.lstm, vectors.to(self.lstm.weight_ih_l0.dtype), lengths)
             return self.lstm_packed(vectors, lengths, length)
 
     def lstm_packed(self, vectors: torch.Tensor, lengths: torch.Tensor, length: int) -> torch.Tensor:

@@ -25,7 +25,6 @@ own tests for bfloat16 instructions (``torch.cpu._is_avx512_bf16_supported``,
 ``_is_amx_tile_supported``: torch has no public one).
 """
 import contextlib
-import platform
 import warnings
 from functools import lru_cache
 from typing import List, Optional
@@ -35,6 +34,7 @@ from thinc.api import Optimizer, PyTorchShim, xp2torch
 from thinc.util import convert_recursive, iterate_recursive
 
 from .adam import AdamState, can_fuse, fused_adam_step, unwrap_optimizer
+from .cpu import bfloat16_is_native
 
 HALF_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -72,21 +72,10 @@ def cpu_autocast():
     return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
-def cpu_has_bfloat16_instructions() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices natively: x86's AVX512-BF16 or AMX (as torch
-    reports them); other CPUs count as able (torch has no test for them)."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return True
-    tests = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    if not all(tests):
-        return True
-    return any(test() for test in tests)
-
-
 @lru_cache(maxsize=1)
 def _warn_if_slow_bfloat16() -> None:
     """The CPU's instructions are looked at once a process, not on every forward pass."""
-    if cpu_has_bfloat16_instructions():
+    if bfloat16_is_native():
         return
     warnings.warn(
         "mixed_precision in bfloat16 on a CPU without bfloat16 instructions (AVX512-BF16 or AMX): "

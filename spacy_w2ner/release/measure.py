@@ -11,7 +11,9 @@ by side does not move as much). A candidate's entities are scored against float3
 (``agreement``). It qualifies at >= ``MIN_SPEEDUP`` and F >= ``MIN_AGREEMENT_F`` where its rounds
 and float32's are steady (the slowest at most ``MAX_SPREAD`` times the fastest: on a CPU that
 another process shares, one pipeline's rounds differed 5-fold, and no ratio of them means
-anything); ``choice`` is the fastest that qualifies.
+anything); ``choice`` is the fastest that qualifies. A candidate is int8 layers (their patterns) or a
+``release.bfloat16.BFloat16Candidate``, which must agree at F >= 99 (its ``min_agreement_f``);
+candidates this CPU cannot run fast are left out with the reason (``not_measured``).
 
 The sample (``sample_texts``): the user's documents (``--sample FILE``: a .txt file, one
 document a line, a directory of .txt files, .jsonl or .spacy, as ``annotate`` reads them), else
@@ -23,7 +25,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 from spacy.language import Language
@@ -33,6 +35,7 @@ from ..annotate.inputs import input_format_of, read_inputs
 from ..encoders.torch_module import encoder_torch_module
 from ..entities import get_entities
 from ..nn.int8 import cpu_features, describe_cpu, quantize_linear_layers
+from .bfloat16 import BFloat16Candidate
 
 SAMPLE_SIZE = 300
 ROUNDS = 2
@@ -59,6 +62,7 @@ class Figures:
     speedup: float = 1.0
     agreement: Dict[str, float] = field(default_factory=dict)
     entities: int = 0
+    min_agreement_f: float = MIN_AGREEMENT_F  # what it must agree at to qualify
 
     @property
     def steady(self) -> bool:
@@ -79,10 +83,11 @@ class Measurement:
     rounds: int
     float32: Figures
     candidates: Dict[str, Figures]
+    not_measured: Dict[str, str] = field(default_factory=dict)  # candidate -> why, in words
 
     def qualifies(self, name: str) -> bool:
         figures = self.candidates[name]
-        fast_and_same = figures.speedup >= MIN_SPEEDUP and figures.agreement["f"] >= MIN_AGREEMENT_F
+        fast_and_same = figures.speedup >= MIN_SPEEDUP and figures.agreement["f"] >= figures.min_agreement_f
         return fast_and_same and figures.steady and self.float32.steady
 
     def unsteady(self) -> List[str]:
@@ -104,6 +109,7 @@ class Measurement:
         figures = "; ".join(
             f"{name} {figures.speedup:.2f}x F {figures.agreement['f']:.2f}" for name, figures in self.candidates.items()
         )
+        figures += "".join(f"; {name} {why}" for name, why in self.not_measured.items())
         unsteady = self.unsteady()
         return figures + (f"; rounds not steady, another process using the CPU? ({', '.join(unsteady)}): "
                           "measure again when it is idle" if unsteady else "")  # fmt: skip
@@ -120,25 +126,40 @@ class Measurement:
                 f"{figures.agreement['f']:.2f} against float32's ({figures.agreement['docs_differing']} documents "
                 f"differ; rounds {figures.rounds()}{'' if figures.steady else ', not steady'}): {verdict}"
             )
+        for name, why in self.not_measured.items():
+            lines.append(f"  {name:18} {why}")
         if self.unsteady():
             lines.append(f"  rounds not steady (another process using the CPU?): {', '.join(self.unsteady())}")
         return lines
 
 
 def rule() -> str:
-    return f">= {MIN_SPEEDUP}x float32 and entities F >= {MIN_AGREEMENT_F:g} against float32's, in steady rounds"
+    return (f">= {MIN_SPEEDUP}x float32 and entities F >= {MIN_AGREEMENT_F:g} against float32's (bfloat16: >= "
+            f"{BFloat16Candidate(()).min_agreement_f:g}), in steady rounds")  # fmt: skip
 
 
-def measure_candidates(source: Path, component: str, candidates: Dict[str, Sequence[str]], sample: Sample,
+Candidate = Union[Sequence[str], BFloat16Candidate]  # int8 layers' patterns, or networks in bfloat16
+
+
+def apply_candidate(nlp: Language, component: str, candidate: Candidate) -> None:
+    """Make a loaded pipeline the candidate, in place: the encoder of ``component`` with those int8
+    layers, or its networks in bfloat16."""
+    if isinstance(candidate, BFloat16Candidate):
+        candidate.apply(nlp, component)
+    else:
+        quantize_linear_layers(encoder_torch_module(nlp, component), candidate)
+
+
+def measure_candidates(source: Path, component: str, candidates: Dict[str, Candidate], sample: Sample,
                        rounds: int = ROUNDS) -> Measurement:  # fmt: skip
-    """float32 (``source`` as saved) against each candidate (the encoder of ``component`` with
-    those int8 layers) on ``sample``: see the module docstring."""
+    """float32 (``source`` as saved) against each candidate (``apply_candidate``) on ``sample``:
+    see the module docstring."""
     import spacy
 
     pipelines = {"float32": spacy.load(source)}
-    for name, patterns in candidates.items():
+    for name, candidate in candidates.items():
         pipelines[name] = spacy.load(source)
-        quantize_linear_layers(encoder_torch_module(pipelines[name], component), patterns)
+        apply_candidate(pipelines[name], component, candidate)
     for nlp in pipelines.values():
         list(nlp.pipe(sample.texts[:WARM_UP]))
     seconds: Dict[str, List[float]] = {name: [] for name in pipelines}
@@ -152,7 +173,7 @@ def measure_candidates(source: Path, component: str, candidates: Dict[str, Seque
     best = {name: min(times) for name, times in seconds.items()}
     figures = {name: Figures(seconds[name], round(len(sample.texts) / best[name], 1),
                              round(best["float32"] / best[name], 3), agreement(found["float32"], found[name]),
-                             sum(map(len, found[name])))
+                             sum(map(len, found[name])), getattr(candidates.get(name), "min_agreement_f", MIN_AGREEMENT_F))
                for name in pipelines}  # fmt: skip
     return Measurement(cpu_features(), torch.get_num_threads(), sample.source, len(sample.texts), rounds,
                        figures.pop("float32"), figures)  # fmt: skip

@@ -116,7 +116,12 @@ def _encoder(nlp) -> str:
             lines.append(f"- `{name}`: {_describe_encoder(nlp, name, model.get('name'))}, "
                          f"the mean of its top {model.get('last_layers', 1)} layer(s)")  # fmt: skip
     optimized = nlp.meta.get("spacy_w2ner", {}).get("optimized")
-    if optimized:
+    if optimized and optimized.get("bfloat16"):
+        lines.append(f"- bfloat16 for CPU inference (`python -m spacy_w2ner optimize`): the "
+                     f"{' and '.join(optimized['bfloat16'])} with bfloat16 weights ({optimized['runtime']}). It is fast "
+                     "on CPUs with bfloat16 instructions (AVX512-BF16, AMX) and does not train: train the float32 "
+                     "pipeline.")  # fmt: skip
+    elif optimized:
         lines.append(f"- int8 for CPU inference (`python -m spacy_w2ner optimize`): {optimized['int8_linear_layers']} of "
                      f"the encoder's {optimized['linear_layers']} Linear layers ({optimized['runtime']}); everything else "
                      "float32. It runs on a CPU only and does not train: train the float32 pipeline.")  # fmt: skip
@@ -197,7 +202,9 @@ def _limits(nlp) -> str:
         "(another domain, language or tokenization) scores lower than the figures above.",
         "Scores are exact match: an entity with one token too many or too few counts as wrong.",
     ]
-    if nlp.meta.get("spacy_w2ner", {}).get("optimized"):
-        limits.append("int8: runs on a CPU only; its entities may differ from the float32 pipeline's in a few "
-                      "documents (the scores above are its own).")  # fmt: skip
+    optimized = nlp.meta.get("spacy_w2ner", {}).get("optimized")
+    if optimized:
+        kind = "bfloat16: made for a CPU's inference" if optimized.get("bfloat16") else "int8: runs on a CPU only"
+        limits.append(f"{kind}; its entities may differ from the float32 pipeline's in a few documents (the scores "
+                      "above are its own).")  # fmt: skip
     return "## Limits\n\n" + "\n".join(f"- {line}" for line in limits)

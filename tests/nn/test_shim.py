@@ -10,7 +10,6 @@ from thinc.api import ArgsKwargs, PyTorchGradScaler, PyTorchShim
 from spacy_w2ner.nn import shim as shim_module
 from spacy_w2ner.nn.shim import (
     FusedPyTorchShim,
-    cpu_has_bfloat16_instructions,
     fuse_updates,
     grad_scaler,
     loss_scaling,
@@ -142,7 +141,7 @@ def test_the_module_changes_mode_only_when_asked_for_the_other(monkeypatch):
 
 
 def test_a_cpu_without_bfloat16_instructions_is_warned_once(monkeypatch):
-    monkeypatch.setattr(shim_module, "cpu_has_bfloat16_instructions", lambda: False)
+    monkeypatch.setattr(shim_module, "bfloat16_is_native", lambda: False)
     shim_module._warn_if_slow_bfloat16.cache_clear()
     shim = recorder_shim(True, "bfloat16")
     inputs = ArgsKwargs(args=(torch.randn(4, 16),), kwargs={})
@@ -155,18 +154,6 @@ def test_a_cpu_without_bfloat16_instructions_is_warned_once(monkeypatch):
             shim.begin_update(inputs)
     finally:
         shim_module._warn_if_slow_bfloat16.cache_clear()
-
-
-def test_bfloat16_instructions_are_torchs_answer_on_x86(monkeypatch):
-    monkeypatch.setattr(shim_module.platform, "machine", lambda: "x86_64")
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    assert not cpu_has_bfloat16_instructions()
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
-    assert cpu_has_bfloat16_instructions()
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    monkeypatch.setattr(shim_module.platform, "machine", lambda: "aarch64")  # torch has no test there
-    assert cpu_has_bfloat16_instructions()
 
 
 def test_w2ner_grid_scorer_uses_the_fused_shim(trained_nlp):

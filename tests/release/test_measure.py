@@ -134,3 +134,13 @@ def test_the_rounds_are_interleaved_and_every_pipeline_is_scored_against_float32
     assert timed == ["float32", "attention", "all", "all", "attention", "float32"]
     assert list(result.candidates) == ["attention", "all"] and len(result.float32.seconds) == 2
     assert result.candidates["all"].agreement["f"] == 100.0 and result.documents == 20
+
+
+def test_a_bfloat16_candidate_must_agree_at_f_99_and_candidates_not_measured_are_said():
+    measurement = forced_measurement({"attention": (1.2, 98.5), "bfloat16": (1.8, 98.9), "bfloat16+grid": (1.5, 99.2)})
+    measurement.candidates["bfloat16"].min_agreement_f = measurement.candidates["bfloat16+grid"].min_agreement_f = 99.0
+    assert [measurement.qualifies(name) for name in measurement.candidates] == [True, False, True]
+    assert measurement.choice() == "bfloat16+grid"
+    measurement.not_measured = {"bfloat16-other": "not measured: CPU X has no bfloat16 instructions"}
+    assert measurement.lines()[-1].split() == ["bfloat16-other", "not", "measured:", "CPU", "X", "has", "no", "bfloat16", "instructions"]
+    assert measurement.figures().endswith("; bfloat16-other not measured: CPU X has no bfloat16 instructions")

@@ -155,11 +155,17 @@ def test_a_run_still_training_in_the_output_directory_is_refused_naming_its_proc
     assert {path: path.stat().st_mtime_ns for path in run_dir.rglob("*") if path.name != "lock"} == before
 
 
+BFLOAT16 = ["--components.transformer.model.training_dtype", "bfloat16", "--components.w2ner.model.training_dtype", "bfloat16"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_MINILM, reason="needs the bundled MiniLM encoder")
-def test_a_transformer_run_killed_after_a_checkpoint_ends_as_the_uninterrupted_one(tmp_path, corpus):
-    """The encoder's fused optimizer step and spacy-transformers' saved encoder, resumed exactly."""
-    minilm = ["--training.max_steps", "9", "--training.eval_frequency", "4", "--checkpoint-every", "3"]
+@pytest.mark.parametrize("dtype", [[], BFLOAT16], ids=["float32", "bfloat16"])
+def test_a_transformer_run_killed_after_a_checkpoint_ends_as_the_uninterrupted_one(tmp_path, corpus, dtype):
+    """The encoder's fused optimizer step and spacy-transformers' saved encoder, resumed exactly;
+    in bfloat16 training too (both networks on bfloat16 copies of their float32 weights, refreshed
+    once a step: ``nn.bfloat16``)."""
+    minilm = ["--training.max_steps", "9", "--training.eval_frequency", "4", "--checkpoint-every", "3", *dtype]
     command = [
         *train_command(tmp_path / "whole", corpus, *minilm)[:4], str(ROOT / "project" / "configs" / "w2ner_minilm_cpu.cfg"),
         "--output", str(tmp_path / "whole"), "--paths.train", str(corpus["train"]), "--paths.dev", str(corpus["dev"]),
