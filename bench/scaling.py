@@ -286,7 +286,13 @@ def annotate(key: str, output: str = "out.jsonl", **options) -> Prepare:
     def prepare(case: Case) -> Callable[[], None]:
         from spacy_w2ner.annotate import annotate as run
 
-        return lambda: run(case.nlp, case.inputs[key], case.out / output, progress=False, **options)
+        def run_and_check() -> None:
+            run(case.nlp, case.inputs[key], case.out / output, progress=False, **options)
+            skipped = list(case.out.glob("*.errors.jsonl"))  # a skipped document would time nothing
+            if skipped:
+                raise RuntimeError(f"annotate skipped the document: {skipped[0].read_text(encoding='utf8')[:500]}")
+
+        return run_and_check
 
     return prepare
 
@@ -336,7 +342,7 @@ def serve_request(case: Case) -> Callable[[], None]:
     from spacy_w2ner.serve import ServeOptions, create_local_app
 
     text = case.inputs["txt"].read_text(encoding="utf8").strip()
-    options = ServeOptions(max_text_chars=len(text) + 1, max_body_bytes=4 * len(text) + 1000, timeout_s=3600)
+    options = ServeOptions(max_text_chars=len(text) + 1, max_body_bytes=4 * len(text) + 1000, timeout_s=3600, max_length=len(text) + 1)
     client = TestClient(create_local_app(case.model, options))
     client.__enter__()  # starts the app (its lifespan); the process's end stops it
     assert client.post("/annotate", json={"text": "warm up"}).status_code == 200
@@ -443,6 +449,8 @@ def prepare(path: str, n_tokens: int, shape: str, directory: Path, model: Option
         import spacy
 
         nlp = spacy.load(model)
+    if nlp is not None:  # as a user passes --max-length: w2ner's memory does not grow with a document
+        nlp.max_length = max(nlp.max_length, 10 * n_tokens)
     work, out = directory / "work", directory / "out"
     work.mkdir(parents=True)
     given = inputs(n_tokens, shape, shared) if shared is not None else Inputs(document(n_tokens, shape), shape, directory)
