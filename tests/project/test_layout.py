@@ -20,7 +20,7 @@ LAYERS = {
     "spacy_w2ner.component": 4, "spacy_w2ner.scorer": 4, "spacy_w2ner.diagnostics": 4,
     "spacy_w2ner.common": 5, "spacy_w2ner.training": 5, "spacy_w2ner.training.adapt": 5, "spacy_w2ner.visualize": 5,
     "spacy_w2ner.annotate": 6,
-    "spacy_w2ner.serve": 7, "spacy_w2ner.release": 7,
+    "spacy_w2ner.serve": 7, "spacy_w2ner.release": 7, "spacy_w2ner.label_studio_backend": 7,
     "spacy_w2ner.cli": 8, "spacy_w2ner.__main__": 8,
 }  # fmt: skip
 
