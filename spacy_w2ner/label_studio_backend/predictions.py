@@ -13,9 +13,9 @@ regions at UTF-16 offsets with a score each, a discontinuous entity's regions ch
 
 The prediction's ``score`` is what Label Studio sorts tasks by for the annotator (lowest first):
 ``task_score``, the confidence of the task's most doubtful entity (an entity's score is its
-weakest link's probability), 1.0 for a task where the model finds none. bench/active_learning.py
-chose it: annotating the K tasks with the lowest such score next learnt faster than K random tasks
-and than the most doubtful grid cell (docs/label-studio-backend.md, "Which tasks first").
+weakest link's probability), 1.0 for a task where the model finds none. It costs nothing (the
+entities have it), and bench/active_learning.py measures annotating the K lowest-scoring tasks
+next against K random ones (docs/label-studio-backend.md, "Which tasks first").
 
 A task that cannot be predicted (not an object, no text under the key, an empty or too long
 text) gets ``{"error": "task ID: what is wrong"}`` in its place: Label Studio logs it and skips

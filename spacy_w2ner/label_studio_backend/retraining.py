@@ -106,6 +106,7 @@ class Retrainer:
         self.directory = Path(options.runs)
         self.base_version = base_version
         self.state = self._load_state()
+        self._state_lock = threading.RLock()  # the webhooks' thread and the runs' thread both change it
         self._wake, self._stopping = threading.Event(), threading.Event()
         self._process: Optional[subprocess.Popen] = None
         self._thread = threading.Thread(target=self._loop, name="w2ner-retrainer", daemon=True)
@@ -118,7 +119,8 @@ class Retrainer:
         return {"project": None, "serving": None, "changes": 0, "pending": False, "runs": 0, **state}
 
     def _save_state(self) -> None:
-        write_atomically(self.directory / STATE_FILE, json.dumps(self.state, indent=1))
+        with self._state_lock:
+            write_atomically(self.directory / STATE_FILE, json.dumps(self.state, indent=1))
 
     def _status(self, run: Path) -> Dict[str, Any]:
         path = run / STATUS_FILE
@@ -145,21 +147,23 @@ class Retrainer:
 
     def changed(self, count: int, project: Any) -> Dict[str, Any]:
         """Count ``count`` annotation changes of ``project``; a run is asked for every ``retrain_every``."""
-        if self.state["project"] is None:
-            self.state["project"] = project
-        self.state["changes"] += count
-        if self.options.retrain_every and self.state["changes"] >= self.options.retrain_every:
-            self.state["pending"] = True
-            self._wake.set()
-        self._save_state()
-        return {"changes_since_last_run": self.state["changes"], "run_requested": self.state["pending"]}
+        with self._state_lock:
+            if self.state["project"] is None:
+                self.state["project"] = project
+            self.state["changes"] += count
+            if self.options.retrain_every and self.state["changes"] >= self.options.retrain_every:
+                self.state["pending"] = True
+                self._wake.set()
+            self._save_state()
+            return {"changes_since_last_run": self.state["changes"], "run_requested": self.state["pending"]}
 
     def request(self, project: Any = None) -> Dict[str, Any]:
         """Ask for a run now (Label Studio's Start Training); it starts when the one training ends."""
-        if self.state["project"] is None and project is not None:
-            self.state["project"] = project
-        self.state["pending"] = True
-        self._save_state()
+        with self._state_lock:
+            if self.state["project"] is None and project is not None:
+                self.state["project"] = project
+            self.state["pending"] = True
+            self._save_state()
         self._wake.set()
         return {"run_requested": True}
 
@@ -231,8 +235,9 @@ class Retrainer:
         promoted = new_f >= old_f
         if promoted:
             self.serving.replace(str(new_model), version)
-            self.state["serving"] = {"path": str(new_model), "version": version}
-            self._save_state()
+            with self._state_lock:
+                self.state["serving"] = {"path": str(new_model), "version": version}
+                self._save_state()
         self._set_status(run, status="promoted" if promoted else "kept", dev_f=new_f, serving_dev_f=old_f,
                          compared_with=serving_version, model_version=version if promoted else None, judged=_now())  # fmt: skip
         log.info("%s: dev F %.4f against %.4f of %s on %d dev tasks: %s", run.name, new_f, old_f, serving_version,
@@ -240,10 +245,11 @@ class Retrainer:
 
     def _new_run(self) -> Optional[Path]:
         """Gather the annotations and prepare the next run (None while train or dev is empty)."""
-        self.state.update(pending=False, runs=self.state["runs"] + 1)
-        changes, self.state["changes"] = self.state["changes"], 0
-        self._save_state()
-        run = self.directory / f"run-{self.state['runs']:04d}"
+        with self._state_lock:
+            self.state.update(pending=False, runs=self.state["runs"] + 1)
+            changes, self.state["changes"] = self.state["changes"], 0
+            self._save_state()
+            run = self.directory / f"run-{self.state['runs']:04d}"
         run.mkdir(parents=True, exist_ok=True)
         try:
             counts = self._prepare(run)
@@ -255,8 +261,9 @@ class Retrainer:
             log.info("no run yet: %d train and %d dev tasks annotated (each needs one; the dev share is %s of the tasks)",
                      counts["train"], counts["dev"], f"{self.options.dev_share:.0%}")  # fmt: skip
             remove_tree(run)
-            self.state.update(runs=self.state["runs"] - 1, changes=self.state["changes"] + changes)  # towards the next try
-            self._save_state()
+            with self._state_lock:
+                self.state.update(runs=self.state["runs"] - 1, changes=self.state["changes"] + changes)  # towards the next try
+                self._save_state()
             return None
         return run
 
