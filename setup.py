@@ -36,6 +36,9 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6", "build", "httpx>=0.27", "playwright>=1.40", "import-linter==2.17"],
         # Serving over HTTP on this machine (python -m spacy_w2ner serve).
         "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
+        # The Label Studio ML backend (python -m spacy_w2ner label-studio-backend): the same web stack.
+        # Label Studio itself is an application with its own environment (scripts/label_studio_venv.sh).
+        "label-studio": ["fastapi>=0.110", "uvicorn>=0.29"],
         # Annotation, serving and training across processes and machines (--engine ray, train
         # --ray-workers): Ray Data, Ray Serve, Ray Train.
         "ray": ["ray[data,serve,train]>=2.60,<3"],

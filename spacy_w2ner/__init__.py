@@ -7,8 +7,10 @@ is the import contract in setup.cfg, which ``lint-imports`` checks in the tests
 
 * ``__main__``: ``python -m spacy_w2ner``;
 * ``cli``: the commands, a module per area;
-* ``release`` | ``serve``: what is done to a saved pipeline before it ships (``optimize``: int8 for
-  CPU inference where it measured faster; ``model_card``: the README of its wheel); an HTTP service;
+* ``release`` | ``serve`` | ``label_studio_backend``: what is done to a saved pipeline before it
+  ships (``optimize``: int8 or bfloat16 for CPU inference where it measured faster;
+  ``model_card``: the README of its wheel); an HTTP service; a Label Studio ML backend that
+  pre-annotates and retrains from the corrections;
 * ``annotate`` | ``training`` | ``visualize``: documents at any scale; training that resumes
   (``train``, ``adapt-encoder``); pictures;
 * ``common``: what every command shares (loading a pipeline, options, engines);

@@ -63,3 +63,13 @@ def connect_ray(address: Optional[str] = None, num_cpus: Optional[int] = None, l
         else:
             ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=log_to_driver)
     return ray
+
+
+def require_label_studio_backend():
+    """FastAPI and uvicorn (the ``[label-studio]`` extra), for the Label Studio ML backend."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise ImportError("the Label Studio ML backend needs FastAPI and uvicorn: pip install 'spacy-w2ner[label-studio]'") from None
+    return uvicorn
