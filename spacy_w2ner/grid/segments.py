@@ -8,6 +8,7 @@ document, and an entity predicted in a window is kept only when its first token
 lies in that window's core, so each entity is reported once and comes from the
 window that sees the most context around its start.
 """
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -99,12 +100,13 @@ def regions_joined_for(regions: Sequence[Region], entities: Iterable[Entity]) ->
     boundaries were removed. An entity is never cut: a sentence boundary inside it goes."""
     if len(regions) < 2:
         return list(regions), 0
-    boundaries = {start for start, _ in regions[1:]}
-    kept = set(boundaries)
+    boundaries = [start for start, _ in regions[1:]]  # in order
+    crossing = np.zeros(len(boundaries) + 1, dtype=np.int64)  # +1 where an entity's boundaries begin, -1 after
     for entity in entities:
-        first, last = entity.tokens[0], entity.tokens[-1]
-        kept.difference_update(b for b in boundaries if first < b <= last)
-    starts = [regions[0][0]] + sorted(kept)
+        crossing[bisect_right(boundaries, entity.tokens[0])] += 1
+        crossing[bisect_right(boundaries, entity.tokens[-1])] -= 1
+    kept = [b for b, inside in zip(boundaries, np.cumsum(crossing[:-1])) if not inside]
+    starts = [regions[0][0]] + kept
     ends = starts[1:] + [regions[-1][1]]
     return list(zip(starts, ends)), len(boundaries) - len(kept)
 

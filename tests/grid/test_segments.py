@@ -326,3 +326,23 @@ def test_training_regions_map_the_gold_sentences_onto_the_predicted_tokens():
     own = Doc(vocab, words=["a", "b", "c", "d"], sent_starts=[True, False, False, False])  # its own: one sentence
     split = Doc(vocab, words=["a", "b", "c", "d"], sent_starts=[True, False, True, False])
     assert training_regions(Example(own, split), [])[0] == [(0, 4)]
+
+
+def test_regions_joined_for_removes_exactly_the_boundaries_inside_an_entity():
+    """Against the definition, on random partitions and entities (nested, overlapping, long)."""
+    import random
+
+    from spacy_w2ner.grid.segments import regions_joined_for
+
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(2, 60)
+        starts = [0] + sorted(rng.sample(range(1, n), rng.randint(0, min(n - 1, 12))))
+        regions = list(zip(starts, starts[1:] + [n]))
+        entities = []
+        for _ in range(rng.randint(0, 6)):
+            first = rng.randrange(n)
+            entities.append(_entity(*sorted({first, rng.randrange(first, n)})))
+        inside = {b for b in starts[1:] for e in entities if e.tokens[0] < b <= e.tokens[-1]}
+        kept = [0] + [b for b in starts[1:] if b not in inside]
+        assert regions_joined_for(regions, entities) == (list(zip(kept, kept[1:] + [n])), len(inside))
