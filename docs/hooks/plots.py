@@ -20,6 +20,7 @@ PLOTS = {
     "plots/speed.png": "bench/results/speed.png",
     "plots/memory-by-length.png": "bench/results/memory-by-length.png",
     "plots/serve-load.png": "bench/results/serve-load.png",
+    "plots/scaling.png": "bench/results/scaling.png",
 }
 
 
