@@ -71,6 +71,6 @@ def test_the_guard_fails_a_path_that_sets_sentence_starts_token_by_token(pipelin
         return run
 
     monkeypatch.setitem(scaling.PATHS, "sentence starts token by token", quadratic)
-    monkeypatch.setitem(scaling.GUARD_N, "sentence starts token by token", 2000)
+    monkeypatch.setitem(scaling.GUARD_N, "sentence starts token by token", 1000)
     g = measure("sentence starts token by token", "sentences", pipeline, shared, tmp_path)
     assert g["ratio"] > 2 * scaling.GROWTH_LIMIT
