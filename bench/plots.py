@@ -700,7 +700,7 @@ def plot_scaling(scaling: Path = BENCH_RESULTS / "cpu-scaling.json", output: Pat
     sizes = sorted({case["tokens"] for case in cases})
     fig.suptitle(f"One document of {', '.join(f'{n:,}' for n in sizes)} tokens, each path in a fresh process\n"
                  f"({data.get('machine', {}).get('cpu', 'CPU')}, {data.get('threads', '?')} torch thread(s); {data.get('model', '')})", fontsize=11, x=0.02, ha="left")  # fmt: skip
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.tight_layout(rect=(0, 0, 1, 0.955))
     return save(fig, output)
 
 

@@ -59,3 +59,11 @@ def test_bfloat16_counts_as_native_on_x86_only_with_the_instructions(cpuinfo, mo
     cpuinfo("flags\t\t: fpu avx2\n")
     monkeypatch.setattr(cpu.platform, "machine", lambda: "aarch64")  # nothing tells there: not warned
     assert cpu.bfloat16_is_native()
+
+
+def test_a_cpu_is_described_with_its_bfloat16_instructions():
+    features = {"model": "AMD EPYC", "avx512": True, "vnni": True, "bfloat16": ["AVX512-BF16"], "activation_bits": 8}
+    assert cpu.describe_cpu(features) == "AMD EPYC (AVX-512: yes, VNNI: yes, bfloat16: AVX512-BF16)"
+    assert cpu.describe_cpu({**features, "bfloat16": []}).endswith("bfloat16: no)")
+    old_record = {key: value for key, value in features.items() if key != "bfloat16"}
+    assert cpu.describe_cpu(old_record) == "AMD EPYC (AVX-512: yes, VNNI: yes)"
