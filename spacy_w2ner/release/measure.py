@@ -53,6 +53,11 @@ class Sample:
     source: str
 
 
+# A sample where float32 finds nothing compares nothing: every candidate would "agree" at F 100.
+NO_ENTITIES = ("float32 found no entities in the sample, so no candidate's entities could be compared with "
+               "its: nothing qualifies; measure on documents where the pipeline finds entities (--sample)")
+
+
 @dataclass
 class Figures:
     """One pipeline's figures: each round's seconds, its best speed, against float32's."""
@@ -88,7 +93,7 @@ class Measurement:
     def qualifies(self, name: str) -> bool:
         figures = self.candidates[name]
         fast_and_same = figures.speedup >= MIN_SPEEDUP and figures.agreement["f"] >= figures.min_agreement_f
-        return fast_and_same and figures.steady and self.float32.steady
+        return fast_and_same and figures.steady and self.float32.steady and self.float32.entities > 0
 
     def unsteady(self) -> List[str]:
         """The pipelines whose rounds were not steady, with their rounds' seconds."""
@@ -110,6 +115,8 @@ class Measurement:
             f"{name} {figures.speedup:.2f}x F {figures.agreement['f']:.2f}" for name, figures in self.candidates.items()
         )
         figures += "".join(f"; {name} {why}" for name, why in self.not_measured.items())
+        if not self.float32.entities:
+            figures += f"; {NO_ENTITIES}"
         unsteady = self.unsteady()
         return figures + (f"; rounds not steady, another process using the CPU? ({', '.join(unsteady)}): "
                           "measure again when it is idle" if unsteady else "")  # fmt: skip
@@ -130,6 +137,8 @@ class Measurement:
             lines.append(f"  {name:18} {why}")
         if self.unsteady():
             lines.append(f"  rounds not steady (another process using the CPU?): {', '.join(self.unsteady())}")
+        if not self.float32.entities:
+            lines.append(f"  {NO_ENTITIES}")
         return lines
 
 

@@ -144,3 +144,14 @@ def test_a_bfloat16_candidate_must_agree_at_f_99_and_candidates_not_measured_are
     measurement.not_measured = {"bfloat16-other": "not measured: CPU X has no bfloat16 instructions"}
     assert measurement.lines()[-1].split() == ["bfloat16-other", "not", "measured:", "CPU", "X", "has", "no", "bfloat16", "instructions"]
     assert measurement.figures().endswith("; bfloat16-other not measured: CPU X has no bfloat16 instructions")
+
+
+def test_a_sample_where_float32_finds_no_entities_qualifies_nothing_and_says_why():
+    """Every candidate 'agrees' at F 100 when there is nothing to find (an untrained pipeline, a
+    sample without the pipeline's kind of text): no speed-up is chosen on that."""
+    measurement = forced_measurement({"bfloat16": (1.9, 100.0)})
+    assert measurement.choice() == "bfloat16"
+    measurement.float32.entities = 0
+    assert measurement.choice() is None
+    assert "float32 found no entities in the sample" in measurement.lines()[-1]
+    assert "float32 found no entities in the sample" in measurement.figures()
