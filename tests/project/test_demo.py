@@ -3,6 +3,7 @@
 Runs in a copy of the project (a few minutes: it trains the MiniLM pipeline).
 """
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ def test_demo_workflow_learns_and_shows_discontinuous_entities(tmp_path):
     shutil.copy(ROOT / "project.yml", project)
     shutil.copytree(ROOT / "project" / "configs", project / "project" / "configs")
     shutil.copytree(ROOT / "corpora" / "sample", project / "corpora" / "sample")
+    shutil.copytree(ROOT / "scripts", project / "scripts")  # the train command checks its corpora with one
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "project", "run", "demo", str(project)],
         capture_output=True, text=True, cwd=project,
@@ -58,7 +60,10 @@ def test_the_brat_walkthrough_runs_as_written_into_training(tmp_path):
              "--vars.max_steps", "4", "--vars.eval_frequency", "2", "--vars.warmup_steps", "1"]  # fmt: skip
     refused = subprocess.run(train, capture_output=True, text=True, cwd=project)
     assert refused.returncode == 1 and "dev.spacy does not exist" in refused.stderr and "python -m spacy_w2ner split" in refused.stderr
-    converted = subprocess.run(["bash", "-e", "-c", walkthrough.body], capture_output=True, text=True, cwd=project)
+    # `python` as the page writes it: this interpreter, as in the user's activated environment.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    converted = subprocess.run(["bash", "-e", "-c", walkthrough.body], capture_output=True, text=True, cwd=project,
+                               env={**os.environ, "PATH": path})  # fmt: skip
     assert converted.returncode == 0, converted.stderr
     assert json.loads(converted.stdout.split("\n")[1])["documents"] == 4  # convert's counts, then split's
     trained = subprocess.run(train, capture_output=True, text=True, cwd=project)
