@@ -655,12 +655,14 @@ def plot_serve_load(serve: Path = BENCH_RESULTS / "cpu-serve.json", variants: Op
 # scaling.png
 
 SCALING_GOAL = 1.15  # issue 69: every path's fitted exponent at most this
+AGAIN_LABEL = "the same run again in its process"
 
 
 def plot_scaling(scaling: Path = BENCH_RESULTS / "cpu-scaling.json", output: Path = BENCH_RESULTS / "scaling.png") -> Path:
     """Every path that takes one document against its length (bench/scaling.py's cpu-scaling.json):
     the exponent of CPU time against tokens fitted over the sizes, per path and shape, beside the
-    goal (1.15; 1 is linear, 2 quadratic), and the CPU seconds and peak RSS growth at the largest size."""
+    goal (1.15; 1 is linear, 2 quadratic), a mark where the same run was timed again in its
+    process (``again_exponents``), and the CPU seconds and peak RSS growth at the largest size."""
     data = read_json(scaling)
     exponents = need(data, scaling, "exponents")
     cases = need(data, scaling, "cases")
@@ -685,6 +687,11 @@ def plot_scaling(scaling: Path = BENCH_RESULTS / "cpu-scaling.json", output: Pat
                 if not math.isnan(value):
                     ax.annotate(f"{value:.2f}" if ax is axes[0] else figure_number(value), (value, y), xytext=(3, 0),
                                 textcoords="offset points", va="center", fontsize=7.5)  # fmt: skip
+        again = data.get("again_exponents", {})  # the same run again in its process: the path's own work
+        marks = [(again[f"{path} | {shape}"], y) for path, y in zip(paths, ys) if f"{path} | {shape}" in again]
+        if marks:
+            labelled = any(text == AGAIN_LABEL for text in axes[0].get_legend_handles_labels()[1])
+            axes[0].scatter(*zip(*marks), marker="|", s=90, color="#111", zorder=3, label=None if labelled else AGAIN_LABEL)
     axes[0].axvline(1.0, color="#444", linewidth=0.8, linestyle=":")
     axes[0].axvline(SCALING_GOAL, color="#c0392b", linewidth=1.2, linestyle="--", label=f"goal: at most {SCALING_GOAL}")
     axes[0].set_yticks([-row for row in range(len(paths))], paths)
