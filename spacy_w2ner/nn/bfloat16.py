@@ -50,7 +50,7 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import torch
 from thinc.util import convert_recursive, iterate_recursive
@@ -132,10 +132,7 @@ class BFloat16Passes:
     bfloat16_inference = "float32"
     bfloat16_record: Optional[dict] = None
     bfloat16_label = "module"
-    _twin = None  # the bfloat16 copy of the module that trains
-    _twin_of = None  # the module it copies (a module loaded later gets a copy of its own)
-    _twin_stale = True
-    _pairs: List = []  # (master weight, its copy), in the modules' order
+    _twin: Optional["BFloat16Twin"] = None  # the module's bfloat16 copy that trains (a module loaded later gets its own)
     _inference_model = None  # the module last made bfloat16 for inference
 
     # Training.
@@ -159,7 +156,7 @@ class BFloat16Passes:
     def finish_update(self, optimizer) -> None:
         self._gather_gradients()  # none left where every backward call gathered its own
         super().finish_update(optimizer)
-        self._twin_stale = True  # the master weights moved: the next step's first pass copies them
+        self._copy_again()  # the master weights moved: the next step's first pass copies them
         measuring = self._record().get(RECORD)
         if self.bfloat16_training == "auto" and measuring and "choice" not in measuring:
             measuring["steps"] += 1
@@ -168,12 +165,16 @@ class BFloat16Passes:
 
     @contextmanager
     def use_params(self, params):
-        self._twin_stale = True
+        self._copy_again()
         try:
             with super().use_params(params):
                 yield
         finally:
-            self._twin_stale = True
+            self._copy_again()
+
+    def _copy_again(self) -> None:
+        if self._twin is not None:
+            self._twin.stale = True
 
     def training_choice(self) -> Optional[str]:
         """"float32" or "bfloat16" once decided ("auto": after the first training batch), else None."""
@@ -196,33 +197,13 @@ class BFloat16Passes:
 
     def _fresh_twin(self) -> torch.nn.Module:
         """The bfloat16 copy of the module, its weights those of the master weights."""
-        if self._twin_of is not torch_module(self):
-            twin = copy.deepcopy(torch_module(self))
-            for param in twin.parameters():
-                param.grad = None
-            self._twin = twin.to(torch.bfloat16)
-            self._twin_of = torch_module(self)
-            self._pairs = list(zip(torch_module(self).parameters(), self._twin.parameters()))
-            self._twin_stale = True
-        if self._twin_stale:
-            with torch.no_grad():
-                for master, twin in self._pairs:
-                    twin.copy_(master)
-            self._twin_stale = False
-        return self._twin
+        if self._twin is None or self._twin.master is not torch_module(self):
+            self._twin = BFloat16Twin(torch_module(self))
+        return self._twin.fresh()
 
     def _gather_gradients(self) -> None:
-        """Add the copy's gradients to the master weights' float32 ones (and clear the copy's)."""
-        if self._twin is None or self._twin_of is not torch_module(self):
-            return
-        pairs = [(master, twin) for master, twin in self._pairs if twin.grad is not None]
-        adding = [(master, twin) for master, twin in pairs if master.grad is not None]
-        for master, twin in adding:
-            master.grad.add_(twin.grad)
-        for master, twin in pairs:
-            if master.grad is None:
-                master.grad = twin.grad.float()
-            twin.grad = None
+        if self._twin is not None and self._twin.master is torch_module(self):
+            self._twin.gather_gradients()
 
     def _measure(self, inputs) -> Optional[str]:
         """auto: time this pass in both dtypes (a pass of the first ``MEASURE_STEPS`` steps, which
@@ -253,8 +234,7 @@ class BFloat16Passes:
         """Keep auto's choice in the record and say it on stderr; the copy goes where it is float32."""
         self._record()[RECORD] = result
         if result["choice"] == "float32":
-            self._twin = self._twin_of = None
-            self._pairs = []
+            self._twin = None
         sys.stderr.write(f"bfloat16 training (auto) of the {self.bfloat16_label}: {result['choice']}: {result['why']}\n")
         return result["choice"]
 
@@ -279,6 +259,41 @@ class BFloat16Passes:
             torch_module(self).to(torch.bfloat16)
             self._inference_model = torch_module(self)
         return torch_module(self)
+
+
+class BFloat16Twin:
+    """A float32 module's bfloat16 copy that trains in its place (the module docstring's
+    "Training"; ``adapt-encoder``'s loop uses it too): ``fresh()`` is the copy with the master
+    weights' values (copied again after ``stale`` is set: the master weights moved),
+    ``gather_gradients()`` adds the copy's gradients to the master weights' float32 ones."""
+
+    def __init__(self, master: torch.nn.Module):
+        self.master = master
+        self.module = copy.deepcopy(master)
+        for param in self.module.parameters():
+            param.grad = None
+        self.module.to(torch.bfloat16)
+        self.pairs = list(zip(master.parameters(), self.module.parameters()))  # in the modules' order
+        self.stale = True
+
+    def fresh(self) -> torch.nn.Module:
+        if self.stale:
+            with torch.no_grad():
+                for master, twin in self.pairs:
+                    twin.copy_(master)
+                    twin.requires_grad_(master.requires_grad)
+            self.stale = False
+        return self.module
+
+    def gather_gradients(self) -> None:
+        """Add the copy's gradients to the master weights' (and clear the copy's)."""
+        pairs = [(master, twin) for master, twin in self.pairs if twin.grad is not None]
+        for master, twin in pairs:
+            if master.grad is None:
+                master.grad = twin.grad.float()
+            else:
+                master.grad.add_(twin.grad)
+            twin.grad = None
 
 
 class BFloat16PyTorchShim(BFloat16Passes, FusedPyTorchShim):

@@ -81,7 +81,7 @@ def test_two_passes_of_a_step_add_their_gradients_in_float32():
     for name, param in shim._model.named_parameters():
         second = dict(alone._model.named_parameters())[name].grad
         torch.testing.assert_close(param.grad, first[name] + second, msg=name)
-    assert all(copy.grad is None for _, copy in shim._pairs)  # gathered, nothing left on the copy
+    assert all(copy.grad is None for _, copy in shim._twin.pairs)  # gathered, nothing left on the copy
 
 
 def test_the_copy_is_refreshed_once_a_step_from_the_updated_float32_weights():
@@ -89,15 +89,15 @@ def test_the_copy_is_refreshed_once_a_step_from_the_updated_float32_weights():
     optimizer = Adam(0.01)
     for step in range(3):
         train_pass(shim, batch(step))
-        copy_before_update = [copy.detach().clone() for _, copy in shim._pairs]
+        copy_before_update = [copy.detach().clone() for _, copy in shim._twin.pairs]
         shim.finish_update(optimizer)
-        assert all(master.grad is None for master, _ in shim._pairs)
+        assert all(master.grad is None for master, _ in shim._twin.pairs)
         # between the update and the next step's first pass the copy is untouched ...
-        assert all(torch.equal(copy, before) for (_, copy), before in zip(shim._pairs, copy_before_update))
+        assert all(torch.equal(copy, before) for (_, copy), before in zip(shim._twin.pairs, copy_before_update))
         train_pass(shim, batch(step + 10))  # ... which copies the weights the update made
-        for master, copy in shim._pairs:
+        for master, copy in shim._twin.pairs:
             assert master.dtype == torch.float32 and torch.equal(copy, master.detach().to(torch.bfloat16))
-        assert any(not torch.equal(c, b) for (_, c), b in zip(shim._pairs, copy_before_update))
+        assert any(not torch.equal(c, b) for (_, c), b in zip(shim._twin.pairs, copy_before_update))
         shim.finish_update(optimizer)
 
 
@@ -109,7 +109,7 @@ def test_a_module_loaded_later_gets_a_copy_of_its_own():
     other, other_shim = wrapped(seed=5)
     other.from_bytes(saved)
     train_pass(other_shim, batch())
-    for (master, copy), (mine, _) in zip(other_shim._pairs, shim._pairs):
+    for (master, copy), (mine, _) in zip(other_shim._twin.pairs, shim._twin.pairs):
         assert torch.equal(master, mine) and torch.equal(copy, mine.detach().to(torch.bfloat16))
 
 

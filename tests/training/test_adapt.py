@@ -253,6 +253,40 @@ def test_runs_killed_with_sigkill_and_resumed_end_bit_for_bit_as_the_uninterrupt
     assert [e["step"] for e in record["evaluations"]] == [0, 5, 6, *range(11, 66, 5), 66]
 
 
+def test_bfloat16_trains_on_a_copy_keeps_float32_weights_and_resumes_bit_for_bit(encoder, tmp_path, monkeypatch):
+    """--training-dtype bfloat16: the passes run on a bfloat16 copy of the weights (the result is
+    not float32's, but its held-out losses follow them), the weights saved are float32, and a run
+    stopped after a step (DIR/STOP, as SIGKILL's test stops float32's) and resumed ends bit for
+    bit as the run that was not stopped (the copy is made again from the float32 weights)."""
+    from safetensors.torch import load_file
+
+    from dataclasses import replace
+
+    from spacy_w2ner.training.adapt import adapt_encoder
+
+    options = AdaptOptions(steps=14, head_steps=6, checkpoint_every=10, held_out=0.05, max_length=24, batch_size=8, training_dtype="bfloat16")
+    quiet = dict(progress=False, stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
+    assert adapt_encoder(str(encoder), sample_texts(), tmp_path / "whole", options, **quiet).finished
+    assert adapt_encoder(str(encoder), sample_texts(), tmp_path / "float32", replace(options, training_dtype="float32"), **quiet).finished
+    from spacy_w2ner.training.adapt.loop import Adaptation
+
+    train_step = Adaptation.train_step
+    with monkeypatch.context() as patch:  # DIR/STOP touched after the first step, as a user does
+        patch.setattr(Adaptation, "train_step", lambda self, step: (train_step(self, step), self.directory.request_stop())[0])
+        assert adapt_encoder(str(encoder), sample_texts(), tmp_path / "stopped", options, **quiet).steps == 1
+    assert adapt_encoder(str(encoder), sample_texts(), tmp_path / "stopped", options, resume=True, **quiet).finished
+    whole, resumed = load_file(tmp_path / "whole" / "model.safetensors"), load_file(tmp_path / "stopped" / "model.safetensors")
+    assert {tensor.dtype for tensor in whole.values()} == {torch.float32}
+    assert [name for name in whole if not torch.equal(whole[name], resumed[name])] == []
+    record = json.loads((tmp_path / "whole" / "adapt.json").read_text())
+    float32 = json.loads((tmp_path / "float32" / "adapt.json").read_text())
+    assert record["identity"]["training_dtype"] == "bfloat16" and "training_dtype" not in float32["identity"]
+    float32_weights = load_file(tmp_path / "float32" / "model.safetensors")
+    assert any(not torch.equal(whole[name], float32_weights[name]) for name in whole)
+    losses = [(e["held_out_loss"], f["held_out_loss"]) for e, f in zip(record["evaluations"], float32["evaluations"])]
+    assert losses[-1][0] < losses[0][0] and all(abs(mine - theirs) < 0.02 * theirs for mine, theirs in losses), losses
+
+
 def test_the_adapted_encoder_loads_with_automodel_and_as_a_w2ner_configs_encoder(uninterrupted, encoder, tmp_path):
     from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
@@ -311,6 +345,12 @@ def test_bad_input_and_settings_get_a_one_line_error(encoder, texts_file, tmp_pa
     )
     assert error(encoder, texts_file, "--output", tmp_path / "a", "--epochs", "2", "--steps", "3") == "error: give --epochs or --steps, not both"
     assert error(encoder, texts_file, "--output", tmp_path / "a", "--masking", "1.5") == "error: --masking must be between 0 and 1, got 1.5"
+    assert error(encoder, texts_file, "--output", tmp_path / "a", "--training-dtype", "float16") == (
+        "error: --training-dtype must be one of float32, bfloat16, got 'float16'"
+    )
+    assert error(encoder, texts_file, "--output", tmp_path / "a", "--training-dtype", "bfloat16", "--gpu-id", "0") == (
+        "error: --training-dtype bfloat16 is for a CPU with bfloat16 instructions: on a GPU, train in float32"
+    )
     assert error(encoder, texts_file, "--output", encoder) == f"error: {encoder} is not empty and holds no adaptation (adapt.json): choose another --output"
     assert not (tmp_path / "a").exists()
 

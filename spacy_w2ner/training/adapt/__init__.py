@@ -116,6 +116,13 @@ def _say_plan(adaptation, folder: Path, head_is_new: bool) -> None:
                    f"({plan.encoder_steps / plan.steps_per_epoch:.2f} epochs of {plan.steps_per_epoch} steps) at {options.learning_rate}")  # fmt: skip
     packing = "packed into rows" if adaptation.offset is not None else "padded (the encoder does not pack)"
     adaptation.say(f"sequences of at most {options.max_length} wordpieces in batches of {options.batch_size}, {packing}")
+    if options.training_dtype == "bfloat16":
+        from ...nn.bfloat16 import without_bfloat16_instructions
+        from ...nn.cpu import bfloat16_instructions, cpu_model
+
+        instructions = bfloat16_instructions()
+        adaptation.say("each step's passes on a bfloat16 copy of the float32 weights, "
+                       + (f"with {', '.join(instructions)}" if instructions else f"though {without_bfloat16_instructions(cpu_model())}"))  # fmt: skip
 
 
 __all__ = ["AdaptError", "AdaptFinished", "AdaptOptions", "adapt_encoder"]

@@ -9,7 +9,8 @@ end, each time followed by a checkpoint; SIGINT, SIGTERM or DIR/STOP stops the r
 with a checkpoint. Resumed, the loop loads the checkpoint's weights, the optimizer's and the schedule's
 state and the random generators (dropout draws from torch's), and finds its place in the data
 and the masks by arithmetic: on a CPU it ends with the weights, bit for bit, of a run that was
-never stopped.
+never stopped. With ``training_dtype`` bfloat16 each step's passes run on a bfloat16 copy of the
+weights made again after every update (a function of the float32 weights, so resuming stays exact).
 """
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import IO, Dict, List, Optional
 import numpy
 import torch
 
+from ...nn.bfloat16 import BFloat16Twin
 from ..checkpoints import MODEL, TORCH_OPTIMIZER, TRAINER, random_states_file, write_json
 from ..loop import Outcome, info_line
 from ..randomness import capture_random_states, restore_random_states
@@ -65,6 +67,8 @@ class Adaptation:
         self.offset = position_offset(lm, corpus.train.ids, tokenizer.pad_token_id)
         self.record["packing"] = {"packs": self.offset is not None, "position_offset": self.offset}
         self.held_out = self._held_out_batches()
+        self.twin = BFloat16Twin(lm.model) if options.training_dtype == "bfloat16" else None
+        self._twin_lm: Optional[MaskedLM] = None
         self.state = LoopState()
         self.phase: Optional[str] = None
         self.optimizer = self.scheduler = None
@@ -144,14 +148,18 @@ class Adaptation:
             self._start_phase(phase)
         started, cpu_started = time.perf_counter(), time.process_time()
         indices = batch_indices(self.options.seed, phase, place, len(self.corpus.train), self.options.batch_size)
-        total, count = loss_sum(self.lm, self._batch(self.corpus.train, indices, step_seed(self.options.seed, phase, place)))
+        total, count = loss_sum(self._training_lm(), self._batch(self.corpus.train, indices, step_seed(self.options.seed, phase, place)))
         loss = total / count
         loss.backward()
+        if self.twin is not None:
+            self.twin.gather_gradients()
         torch.nn.utils.clip_grad_norm_([p for group in self.optimizer.param_groups for p in group["params"]], MAX_GRAD_NORM)
         self.optimizer.step()
         if self.scheduler is not None:
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.twin is not None:
+            self.twin.stale = True
         value = float(loss.detach())
         self.state.losses.append(value)
         self.state.done = step + 1
@@ -159,6 +167,17 @@ class Adaptation:
         self.state.step_cpu_seconds[phase] += time.process_time() - cpu_started
         self.state.timed_steps[phase] += 1
         return value
+
+    def _training_lm(self) -> MaskedLM:
+        """The masked LM whose passes train: the model's, or (bfloat16) its bfloat16 copy's, made
+        again from the float32 weights after each update (``nn.bfloat16.BFloat16Twin``; the
+        optimizer, the checkpoints and the held-out loss keep to the float32 weights)."""
+        if self.twin is None:
+            return self.lm
+        if self._twin_lm is None:
+            self._twin_lm = MaskedLM.of(self.twin.module)
+        self.twin.fresh().train(self.lm.model.training)
+        return self._twin_lm
 
     # ------------------------------------------------------------ evaluations and checkpoints
 
