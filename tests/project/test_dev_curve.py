@@ -107,3 +107,24 @@ def test_scores_already_written_for_the_run_are_kept_and_the_rest_scored(tmp_pat
 def test_a_directory_without_checkpoints_is_named(tmp_path):
     with pytest.raises(SystemExit, match="has no checkpoints"):
         dev_curve.logged_evaluations(tmp_path)
+
+
+def test_the_evaluation_best_on_another_dev_score_is_scored_with_the_weights_it_was_evaluated_with(tmp_path, corpus, dev_evaluated):
+    """--test --choose-by: scored on the very dev sentences the loop evaluated on, the chosen
+    evaluation's weights give back its logged scores (the right checkpoint, or model-last)."""
+    import shutil
+
+    output = tmp_path / "run"
+    assert run(train_command(output, corpus, *EVERY_EVALUATION), tmp_path / "log") == 0
+    rows = dev_curve.logged_evaluations(output)
+    for by in ("f", "discontinuous_f", "overlapping_f"):
+        chosen = dev_curve.test_of_best(output, rows, by, dev_evaluated)
+        best = max(rows, key=lambda row: (row[by] if row[by] is not None else -1.0, row["step"]))
+        assert chosen["step"] == best["step"] and chosen["test"] == chosen["dev"] == {name: best[name] for name in dev_curve.SCORES}
+    for checkpoint in checkpoints(output):
+        shutil.rmtree(checkpoint.path)
+    early = max(rows[:-1], key=lambda row: (row["f"], row["step"]))
+    with pytest.raises(SystemExit, match=f"the checkpoint of step {early['step']} .* train with --keep at least 2"):
+        dev_curve.test_of_best(output, rows[:-1], "f", dev_evaluated)
+    with pytest.raises(SystemExit, match="--choose-by must be one of"):
+        dev_curve.test_of_best(output, rows, "w2ner_f", dev_evaluated)
