@@ -5,8 +5,9 @@
 
 CADEC's training sentences are the unlabelled pool (a seeded sample of --pool of them), their gold
 annotations play the annotator, and a seeded sample of --dev dev sentences measures each model.
-Round 1 annotates --k random pool sentences and trains the MiniLM recipe
-(project/configs/w2ner_minilm_cpu.cfg) on them for --first-steps steps. Each later round, for each
+Round 1 annotates --k random pool sentences and trains the MiniLM CADEC recipe
+(project/configs/w2ner_minilm_cpu.cfg with project.yml's ``cadec_recipe`` settings of the model:
+``CADEC_RECIPE``) on them for --first-steps steps. Each later round, for each
 strategy, the strategy picks the next --k sentences from what is left of the pool with the model
 of its previous round, and training goes on from that model for --steps steps on every sentence
 annotated so far, with a new optimizer (the config's, its learning rate warmed up over a tenth of
@@ -49,6 +50,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 CONFIG = ROOT / "project" / "configs" / "w2ner_minilm_cpu.cfg"
+# CADEC's recipe on that config (project.yml's cadec_recipe, tuned on dev): the mean of the
+# encoder's top 4 layers, the grid network at 20 x the encoder's learning rate.
+CADEC_RECIPE = {"components.transformer.model.last_layers": 4, "components.w2ner.learn_rate_scale": 20.0}
 STRATEGIES = ("random", "entity", "cell")
 
 
@@ -101,7 +105,7 @@ def parse_args():
 
 def settings(args) -> Dict:
     return {key: value for key, value in vars(args).items() if key not in ("work", "output", "plot", "resume_results")} | {
-        "config": str(CONFIG.relative_to(ROOT)), "command": "python " + " ".join(sys.argv)}
+        "config": str(CONFIG.relative_to(ROOT)), "overrides": CADEC_RECIPE, "command": "python " + " ".join(sys.argv)}
 
 
 def corpus(folder: Path, work: Path, args):
@@ -154,7 +158,7 @@ def pipeline_and_optimizer(model, steps: int):
     from spacy import util
     from spacy.schemas import ConfigSchemaTraining
 
-    config = util.load_config(CONFIG, interpolate=False)
+    config = util.load_config(CONFIG, overrides=CADEC_RECIPE, interpolate=False)
     config["training"]["optimizer"]["learn_rate"].update({"total_steps": steps, "warmup_steps": max(1, steps // 10)})
     training = dict(util.registry.resolve(config.interpolate()["training"], schema=ConfigSchemaTraining))
     training["batcher_size"] = config["training"]["batcher"]["size"]
