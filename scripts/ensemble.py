@@ -52,19 +52,20 @@ def ensemble(models: Sequence[Path], corpus: Path) -> dict:
     for model, nlp in zip(models, pipelines):
         started = time.perf_counter()
         grids.append(dev_probabilities(nlp, words_only(nlp, gold)))
-        rows.append({"model": str(model), "grid_seconds": round(time.perf_counter() - started, 2)})
+        rows.append({"model": str(model), "grid_seconds": round(time.perf_counter() - started, 4)})
     check_same_segments(models, grids)
     averaged = [(segment, numpy.mean([model_grids[k][1] for model_grids in grids], axis=0)) for k, (segment, _) in enumerate(grids[0])]
     _, pipe = first_w2ner(pipelines[0])
+    words = words_only(pipelines[0], gold)
 
     def scores(probabilities) -> dict:
-        figures = score_setting(pipe, words_only(pipelines[0], gold), gold, probabilities, DecodingSetting())
+        figures = score_setting(pipe, words, gold, probabilities, DecodingSetting())
         return {name: getattr(figures, name) for name in ("p", "r", "f", "discontinuous_f", "overlapping_f")}
 
     for row, model_grids in zip(rows, grids):
         row["scores"] = scores(model_grids)
     return {"corpus": str(corpus), "documents": len(gold), "ensemble": scores(averaged), "models": rows,
-            "grid_seconds": round(sum(row["grid_seconds"] for row in rows), 2)}  # fmt: skip
+            "grid_seconds": round(sum(row["grid_seconds"] for row in rows), 4)}  # fmt: skip
 
 
 def check_same_segments(models: Sequence[Path], grids: List[list]) -> None:
