@@ -204,7 +204,7 @@ class Adaptation:
         evaluation = {
             "step": done, "phase": phase, "epoch": round(self.plan.epochs_done(done), 4),
             "train_loss": sum(losses) / len(losses) if losses else None, "held_out_loss": held_out,
-            "seconds": round(self.state.seconds, 1),
+            "seconds": round(self.state.seconds, 3),
         }  # fmt: skip
         self.state.evaluations.append(evaluation)
         self.state.losses = []
@@ -235,7 +235,7 @@ class Adaptation:
     def write_record(self, **facts) -> None:
         """The record (``directory.py``) with the loop's progress so far."""
         self.record.update(
-            steps=self.state.done, epochs=round(self.plan.epochs_done(self.state.done), 4), seconds=round(self.state.seconds, 1),
+            steps=self.state.done, epochs=round(self.plan.epochs_done(self.state.done), 4), seconds=round(self.state.seconds, 3),
             seconds_per_step=self.state.per_step(self.state.step_seconds),
             cpu_seconds_per_step=self.state.per_step(self.state.step_cpu_seconds), evaluations=self.state.evaluations, threads=torch.get_num_threads(),
             **facts,
