@@ -145,19 +145,6 @@ def _text(doc: Doc, tokens: TokenIndices) -> str:
     return " ".join(doc[start:end].text for start, end in fragments_of(tokens))
 
 
-def entity_from_tokens(
-    doc: Doc, label: str, tokens: Sequence[int], score: Optional[float] = None
-) -> Entity:
-    """Build an Entity from token indices of ``doc``."""
-    tokens = tuple(sorted(set(tokens)))
-    if not tokens or tokens[0] < 0 or tokens[-1] >= len(doc):
-        raise ValueError(
-            f"Entity tokens {tokens} are out of range for doc {_doc_excerpt(doc)} "
-            f"of {len(doc)} tokens"
-        )
-    return Entity(label, tokens, score, _text(doc, tokens))
-
-
 def set_entities(
     doc: Doc,
     entities: Iterable[EntityLike],

@@ -9,8 +9,8 @@ from spacy.training import Example
 
 from spacy_w2ner.entities import (
     Entity,
+    as_entity,
     aligned_gold_entities,
-    entity_from_tokens,
     flat_entities,
     fragments_of,
     get_entities,
@@ -231,32 +231,16 @@ def test_tokens_of():
         assert tokens_of(fragments_of(tokens)) == tokens
 
 
-def test_entity_from_tokens():
-    doc = make_doc()
-    entity = entity_from_tokens(doc, "SYM", [7, 2, 4, 3, 2], score=0.5)
-    assert entity.label == "SYM"
-    assert entity.tokens == (2, 3, 4, 7)
-    assert entity.fragments == ((2, 5), (7, 8))
-    assert entity.text == "pain in her ankles"
-    assert entity.score == 0.5
-    assert entity.is_discontinuous
-    assert entity_from_tokens(doc, "X", [8]).text == "."
-    for bad in ([], [-1, 2], [2, 9], [100]):
-        with pytest.raises(ValueError):
-            entity_from_tokens(doc, "SYM", bad)
-
-
 def test_flat_entities_resolves_overlaps():
-    doc = make_doc("a b c d e f g h i j k l")
     entities = [
-        entity_from_tokens(doc, "A", (0, 1, 2), 0.5),
-        entity_from_tokens(doc, "B", (2, 3), 0.9),  # higher score beats the longer A
-        entity_from_tokens(doc, "C", (5, 6), 0.5),  # same score: longer beats D
-        entity_from_tokens(doc, "D", (5,), 0.5),
-        entity_from_tokens(doc, "E", (8, 9), 0.4),  # same score and length: earlier beats F
-        entity_from_tokens(doc, "F", (9, 10), 0.4),
-        entity_from_tokens(doc, "G", (4, 11), 1.0),  # discontinuous: dropped
-        entity_from_tokens(doc, "H", (11,), 0.1),  # no conflict once G is dropped
+        as_entity(("A", (0, 1, 2), 0.5)),
+        as_entity(("B", (2, 3), 0.9)),  # higher score beats the longer A
+        as_entity(("C", (5, 6), 0.5)),  # same score: longer beats D
+        as_entity(("D", (5,), 0.5)),
+        as_entity(("E", (8, 9), 0.4)),  # same score and length: earlier beats F
+        as_entity(("F", (9, 10), 0.4)),
+        as_entity(("G", (4, 11), 1.0)),  # discontinuous: dropped
+        as_entity(("H", (11,), 0.1)),  # no conflict once G is dropped
     ]
     flat = flat_entities(entities)
     assert [(e.label, e.tokens) for e in flat] == [
@@ -266,7 +250,7 @@ def test_flat_entities_resolves_overlaps():
         ("H", (11,)),
     ]
     assert flat_entities([]) == []
-    assert flat_entities([entity_from_tokens(doc, "G", (0, 2), 1.0)]) == []
+    assert flat_entities([as_entity(("G", (0, 2), 1.0))]) == []
 
 
 def test_overlapping():
