@@ -190,6 +190,7 @@ def train_steps(nlp, optimizer, examples, steps: int, training, chooser: random.
                 chooser.shuffle(order)
             batch.append(examples[order.pop()])
         nlp.update(batch, drop=training["dropout"], sgd=optimizer)
+        optimizer.step_schedules()  # the learning rate's schedule moves on (spaCy's loop does this each step)
 
 
 def choose(strategy: str, model: Path, pool, labelled: Sequence[int], args, chooser: random.Random, directory: Path, results: Dict) -> List[int]:
