@@ -108,6 +108,7 @@ def spacy_steps(args, system: str) -> Dict:
     examples = [[_example(nlp, doc) for doc in batch] for batch in batches[: args.warmup + args.steps]]
     for batch in examples[: args.warmup]:
         nlp.update(batch, drop=dropout, sgd=optimizer)
+        optimizer.step_schedules()
     profile = Profile(nlp) if args.profile else None
     start = time.perf_counter()
     for batch in examples[args.warmup :]:
