@@ -30,8 +30,10 @@ on one shape repeated hid that the grid network's bfloat16 LSTM was slower here)
 warms up; the passes of the others are summed, and bfloat16 is chosen where its sum is at least
 ``MIN_TRAINING_SPEEDUP`` times faster. The choice and its figures are kept in the node's attrs
 (``RECORD``), which Thinc saves with the weights (a checkpoint too): a resumed run keeps the choice,
-or the measurement so far, instead of measuring again. Without bfloat16 instructions "auto" stays
-float32 and measures nothing; "bfloat16" there warns (it is slower there).
+or the measurement so far, instead of measuring again. In a data-parallel run (torchrun, Ray
+Train) the processes' seconds are summed before the choice, so they all choose alike
+(``agreed_seconds``). Without bfloat16 instructions "auto" stays float32 and measures nothing;
+"bfloat16" there warns (it is slower there); beside autocast (``mixed_precision``) "auto" is float32.
 
 **Inference** (``inference_dtype = "bfloat16"``, what ``python -m spacy_w2ner optimize`` writes
 where it measured faster): the module's weights are made bfloat16 in place before it first
@@ -50,9 +52,10 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
+import torch.distributed as dist
 from thinc.util import convert_recursive, iterate_recursive
 
 from .cpu import BFLOAT16_FLAGS, cpu_model
@@ -73,11 +76,14 @@ BFLOAT16_CANNOT_TRAIN = (
 
 
 def check_dtypes(training_dtype: str, inference_dtype: str, mixed_precision: bool = False) -> "BFloat16Settings":
-    """The settings, or ValueError naming one that is not one of the choices, or bfloat16 beside autocast."""
+    """The settings, or ValueError naming one that is not one of the choices, or bfloat16 beside
+    autocast; "auto" beside autocast (``mixed_precision``, on a GPU) is float32 weights."""
     if training_dtype not in TRAINING_DTYPES:
         raise ValueError(f"training_dtype must be one of {', '.join(TRAINING_DTYPES)}, got {training_dtype!r}")
     if inference_dtype not in INFERENCE_DTYPES:
         raise ValueError(f"inference_dtype must be one of {', '.join(INFERENCE_DTYPES)}, got {inference_dtype!r}")
+    if mixed_precision and training_dtype == "auto":
+        training_dtype = "float32"  # autocast was asked for: auto's choice is made
     if mixed_precision and (training_dtype, inference_dtype) != ("float32", "float32"):
         raise ValueError(
             "mixed_precision (autocast) and training_dtype/inference_dtype (bfloat16 weights) do not go together: "
@@ -102,6 +108,17 @@ class BFloat16Settings:
 def without_bfloat16_instructions(cpu: str) -> str:
     """What a CPU without bfloat16 instructions is told, naming it and the instructions."""
     return f"{cpu} has no bfloat16 instructions ({' or '.join(BFLOAT16_FLAGS.values())}): bfloat16 is slower than float32 there"
+
+
+def agreed_seconds(float32_s: float, bfloat16_s: float) -> Tuple[float, float, int]:
+    """auto's measured seconds summed over the processes of a data-parallel run on CPUs
+    (``torch.distributed`` with gloo, as ``training.distributed`` starts it), and their number: every
+    process then makes the same choice, so they train alike. A run of one process: its own."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_backend() != "gloo" or dist.get_world_size() == 1:
+        return float32_s, bfloat16_s, 1
+    sums = torch.tensor([float32_s, bfloat16_s], dtype=torch.float64)
+    dist.all_reduce(sums)
+    return float(sums[0]), float(sums[1]), dist.get_world_size()
 
 
 def use_bfloat16(shims: Sequence, settings: "BFloat16Settings", record: Optional[dict], label: str) -> None:
@@ -224,9 +241,11 @@ class BFloat16Passes:
         return "float32"
 
     def _choose(self, measuring: dict) -> str:
-        speedup = measuring["float32_s"] / max(measuring["bfloat16_s"], 1e-9)
+        float32_s, bfloat16_s, processes = agreed_seconds(measuring["float32_s"], measuring["bfloat16_s"])
+        speedup = float32_s / max(bfloat16_s, 1e-9)
         choice = "bfloat16" if speedup >= MIN_TRAINING_SPEEDUP else "float32"
-        why = (f"its training passes of steps 2-{MEASURE_STEPS} ran {speedup:.2f}x float32's in bfloat16 on "
+        over = f" (summed over the run's {processes} processes)" if processes > 1 else ""
+        why = (f"its training passes of steps 2-{MEASURE_STEPS} ran {speedup:.2f}x float32's in bfloat16{over} on "
                f"{cpu_model()} ({', '.join(cpu_bfloat16_instructions())}; needs >= {MIN_TRAINING_SPEEDUP}x)")  # fmt: skip
         return self._decide(dict(measuring, choice=choice, speedup=round(speedup, 3), why=why))
 

@@ -35,6 +35,8 @@ SMALL_HEAD = {
     "components.w2ner.model.output_dropout": 0.1,
     # Encoder at 1e-4, grid network at 3e-3: the paper's split of learning rates.
     "components.w2ner.learn_rate_scale": 30.0,
+    # The encoder's float32 passes are what these tests compare (the config's auto may choose bfloat16).
+    "components.transformer.model.training_dtype": "float32",
 }
 
 

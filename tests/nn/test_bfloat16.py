@@ -229,9 +229,13 @@ def test_settings_are_checked_naming_the_choices():
         check_dtypes("bf16", "float32")
     with pytest.raises(ValueError, match="inference_dtype must be one of float32, bfloat16, got 'auto'"):
         check_dtypes("float32", "auto")
-    with pytest.raises(ValueError, match="mixed_precision .* do not go together"):
-        check_dtypes("auto", "float32", mixed_precision=True)
-    check_dtypes("float32", "float32", mixed_precision=True)
+    for dtypes in (("bfloat16", "float32"), ("float32", "bfloat16")):
+        with pytest.raises(ValueError, match="mixed_precision .* do not go together"):
+            check_dtypes(*dtypes, mixed_precision=True)
+    assert check_dtypes("float32", "float32", mixed_precision=True).is_float32
+    # auto beside autocast (a GPU config with mixed_precision turned on) is float32 weights
+    assert check_dtypes("auto", "float32", mixed_precision=True).is_float32
+    assert check_dtypes("auto", "float32").training == "auto"
     # the settings ride in the grid scorer's attrs without being saved (the config says them)
     node = Model("node", lambda model, X, is_train: (X, lambda dY: dY), attrs={"bfloat16": BFloat16Settings("auto")})
     assert "bfloat16" not in srsly.msgpack_loads(node.to_bytes())["attrs"][0]
@@ -244,3 +248,30 @@ def test_without_the_instructions_training_in_bfloat16_warns_naming_them(monkeyp
     with pytest.warns(UserWarning, match="has no bfloat16 instructions \\(AVX512-BF16 or AMX-BF16\\)"):
         train_pass(shim, batch())
     bfloat16._warn_without_instructions.cache_clear()
+
+
+def _agree(rank: int, address: str, seconds: dict, results) -> None:
+    torch.distributed.init_process_group("gloo", init_method=address, rank=rank, world_size=2)
+    try:
+        results[rank] = bfloat16.agreed_seconds(*seconds[rank])
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_the_processes_of_a_run_choose_alike_from_their_summed_seconds(tmp_path):
+    """Two processes that measured apart (one would choose bfloat16, the other float32) both see
+    the sums, so auto's choice is the same in every process of a torchrun/Ray Train run."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        results = manager.dict()
+        seconds = {0: (3.0, 2.0), 1: (1.0, 1.5)}  # 1.5x alone, 0.67x alone: 4.0 / 3.5 = 1.14x together
+        processes = [context.Process(target=_agree, args=(rank, f"file://{tmp_path / 'rendezvous'}", seconds, results)) for rank in (0, 1)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(120)
+        assert [process.exitcode for process in processes] == [0, 0]
+        assert dict(results) == {0: (4.0, 3.5, 2), 1: (4.0, 3.5, 2)}
+    assert bfloat16.agreed_seconds(3.0, 2.0) == (3.0, 2.0, 1)  # a run of one process: its own

@@ -230,6 +230,7 @@ def test_two_processes_train_what_one_process_trains_with_a_transformer(tmp_path
         "--corpora.dev.limit", "16", "--training.logger.progress_bar", "false", *NO_DROPOUT,
         "--components.transformer.model.transformer_config.hidden_dropout_prob", "0.0",
         "--components.transformer.model.transformer_config.attention_probs_dropout_prob", "0.0",
+        "--components.transformer.model.training_dtype", "float32",  # the config's auto chooses by timing
     ]  # fmt: skip
     outputs = {}
     for name, launcher in (("one", None), ("two", ["--standalone", "--nproc-per-node", "2"])):
