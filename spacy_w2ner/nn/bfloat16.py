@@ -32,7 +32,8 @@ warms up; the passes of the others are summed, and bfloat16 is chosen where its 
 (``RECORD``), which Thinc saves with the weights (a checkpoint too): a resumed run keeps the choice,
 or the measurement so far, instead of measuring again. In a data-parallel run (torchrun, Ray
 Train) the processes' seconds are summed before the choice, so they all choose alike
-(``agreed_seconds``). Without bfloat16 instructions "auto" stays float32 and measures nothing;
+(``agreed_seconds``; their CPUs of one kind: a run whose machines differ in bfloat16 instructions
+sets the dtype instead). Without bfloat16 instructions "auto" stays float32 and measures nothing;
 "bfloat16" there warns (it is slower there); beside autocast (``mixed_precision``) "auto" is float32.
 
 **Inference** (``inference_dtype = "bfloat16"``, what ``python -m spacy_w2ner optimize`` writes
@@ -110,6 +111,11 @@ def without_bfloat16_instructions(cpu: str) -> str:
     return f"{cpu} has no bfloat16 instructions ({' or '.join(BFLOAT16_FLAGS.values())}): bfloat16 is slower than float32 there"
 
 
+def new_measurement() -> dict:
+    """auto's record before its choice: steps counted, passes timed, their seconds in each dtype."""
+    return {"steps": 0, "passes": 0, "float32_s": 0.0, "bfloat16_s": 0.0}
+
+
 def agreed_seconds(float32_s: float, bfloat16_s: float) -> Tuple[float, float, int]:
     """auto's measured seconds summed over the processes of a data-parallel run on CPUs
     (``torch.distributed`` with gloo, as ``training.distributed`` starts it), and their number: every
@@ -174,8 +180,10 @@ class BFloat16Passes:
         self._gather_gradients()  # none left where every backward call gathered its own
         super().finish_update(optimizer)
         self._copy_again()  # the master weights moved: the next step's first pass copies them
-        measuring = self._record().get(RECORD)
-        if self.bfloat16_training == "auto" and measuring and "choice" not in measuring:
+        if self.bfloat16_training == "auto" and self.training_choice() is None:
+            # counted whether or not this process had a pass this step, so every process of a
+            # distributed run chooses (and sums its seconds with the others') at the same step
+            measuring = self._record().setdefault(RECORD, new_measurement())
             measuring["steps"] += 1
             if measuring["steps"] >= MEASURE_STEPS:
                 self._choose(measuring)
@@ -226,12 +234,10 @@ class BFloat16Passes:
         """auto: time this pass in both dtypes (a pass of the first ``MEASURE_STEPS`` steps, which
         train in float32) and say "float32" until the choice is made (``_choose``); or choose
         float32 at once where bfloat16 cannot be faster (not a CPU, no bfloat16 instructions)."""
-        device = next(torch_module(self).parameters()).device
-        if device.type != "cpu":
-            return self._decide({"choice": "float32", "why": f"auto measures on a CPU only (the {self.bfloat16_label} is on {device})"})
-        if not cpu_bfloat16_instructions():
-            return self._decide({"choice": "float32", "why": without_bfloat16_instructions(cpu_model())})
-        measuring = self._record().setdefault(RECORD, {"steps": 0, "passes": 0, "float32_s": 0.0, "bfloat16_s": 0.0})
+        why_not = self._why_not_bfloat16()
+        if why_not is not None:
+            return self._decide({"choice": "float32", "why": why_not})
+        measuring = self._record().setdefault(RECORD, new_measurement())
         first = "bfloat16" if measuring["passes"] % 2 else "float32"
         seconds = measure_passes(torch_module(self), self._fresh_twin(), inputs, first=first)
         measuring["passes"] += 1
@@ -240,7 +246,20 @@ class BFloat16Passes:
                 measuring[f"{dtype}_s"] = round(measuring[f"{dtype}_s"] + taken, 4)
         return "float32"
 
+    def _why_not_bfloat16(self) -> Optional[str]:
+        """Why bfloat16 cannot be faster for this module here (not on a CPU, or a CPU without the
+        instructions), or None."""
+        device = next(torch_module(self).parameters()).device
+        if device.type != "cpu":
+            return f"auto measures on a CPU only (the {self.bfloat16_label} is on {device})"
+        if not cpu_bfloat16_instructions():
+            return without_bfloat16_instructions(cpu_model())
+        return None
+
     def _choose(self, measuring: dict) -> str:
+        why_not = self._why_not_bfloat16()  # a process that had no pass in the measured steps
+        if why_not is not None:
+            return self._decide(dict(measuring, choice="float32", why=why_not))
         float32_s, bfloat16_s, processes = agreed_seconds(measuring["float32_s"], measuring["bfloat16_s"])
         speedup = float32_s / max(bfloat16_s, 1e-9)
         choice = "bfloat16" if speedup >= MIN_TRAINING_SPEEDUP else "float32"

@@ -167,6 +167,30 @@ def test_auto_measures_the_first_steps_passes_then_keeps_its_choice_with_the_wei
     assert again_shim.training_choice() == choice and len(measured) == 2 * bfloat16.MEASURE_STEPS
 
 
+def test_a_step_without_a_pass_is_counted_so_every_process_chooses_at_the_same_step(monkeypatch):
+    """A process of a distributed run may get no sentences in a step: it counts the step anyway,
+    so all of them choose (and sum their seconds) at step MEASURE_STEPS."""
+    monkeypatch.setattr(bfloat16, "cpu_bfloat16_instructions", lambda: ["AVX512-BF16"])
+    monkeypatch.setattr(bfloat16, "measure_passes", lambda *a, **k: {"float32": 2.0, "bfloat16": 1.0})
+    layer, shim = wrapped("auto")
+    optimizer = Adam(0.01)
+    shim.finish_update(optimizer)  # step 1: no pass here
+    assert layer.attrs[bfloat16.RECORD]["steps"] == 1 and shim.training_choice() is None
+    for step in range(2, bfloat16.MEASURE_STEPS + 1):
+        train_pass(shim, batch(step))
+        shim.finish_update(optimizer)
+    assert shim.training_choice() == "bfloat16" and layer.attrs[bfloat16.RECORD]["passes"] == bfloat16.MEASURE_STEPS - 1
+
+
+def test_a_process_without_passes_or_instructions_chooses_float32_at_the_same_step(monkeypatch):
+    monkeypatch.setattr(bfloat16, "cpu_bfloat16_instructions", lambda: [])
+    monkeypatch.setattr(bfloat16, "agreed_seconds", lambda *a: pytest.fail("no other process reaches it"))
+    layer, shim = wrapped("auto")
+    for _ in range(bfloat16.MEASURE_STEPS):
+        shim.finish_update(Adam(0.01))
+    assert shim.training_choice() == "float32" and "has no bfloat16 instructions" in layer.attrs[bfloat16.RECORD]["why"]
+
+
 def test_the_measured_steps_train_as_float32_steps(monkeypatch):
     """auto's measurement changes nothing that trains: its steps are float32's, bit for bit."""
     monkeypatch.setattr(bfloat16, "cpu_bfloat16_instructions", lambda: ["AVX512-BF16"])
