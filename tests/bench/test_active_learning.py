@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy
 import pytest
 
+from spacy_w2ner.nn.shim import torch_module
+
 from ..conftest import HAS_MINILM, make_examples
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,5 +34,5 @@ def test_training_steps_follow_the_recipes_learning_rate_schedule_and_change_the
 
 def grid_weights(nlp) -> dict:
     """The grid network's torch weights, by name."""
-    module = nlp.get_pipe("w2ner").model.get_ref("grid_scorer").layers[0].shims[0]._model
+    module = torch_module(nlp.get_pipe("w2ner").model.get_ref("grid_scorer").layers[0].shims[0])
     return {name: tensor.detach().numpy() for name, tensor in module.state_dict().items()}
