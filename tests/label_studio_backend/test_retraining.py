@@ -3,6 +3,7 @@ that trains on from the serving model, the gate that keeps a worse model out, a 
 Studio's export; and a backend killed while it trains, restarted, resuming the run and serving its
 model. Skipped without the [label-studio] extra."""
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -148,8 +149,13 @@ def test_a_run_can_gather_the_projects_export_through_label_studios_api(tmp_path
         server.shutdown()
 
 
+def children(pid: int) -> list:
+    """The process ids of ``pid``'s children (Linux's /proc)."""
+    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir() for child in (task / "children").read_text().split()]
+
+
 def test_a_backend_killed_while_it_trains_resumes_the_run_when_restarted(saved_model, tmp_path):
-    config = small_train_config(saved_model, tmp_path / "small.cfg", steps=12, every=4)
+    config = small_train_config(saved_model, tmp_path / "small.cfg", steps=40, every=4)
     runs = tmp_path / "runs"
     options = ("--retrain-every", len(TEXTS), "--train-config", config)
     run = runs / "run-0001"
@@ -157,9 +163,13 @@ def test_a_backend_killed_while_it_trains_resumes_the_run_when_restarted(saved_m
         _, answer = request(url, "/predict", {"tasks": tasks()})
         for event in annotation_events(answer["results"]):
             assert request(url, "/webhook", event)[0] == 201
-        wait_for(lambda: list((run / "train" / "checkpoints").glob("step-*")), "the run's first checkpoint")
+        wait_for(lambda: list((run / "train" / "checkpoints").glob("step-*")), "the run's first checkpoint", every=0.02)
+        (trainer,) = children(process.pid)
+        os.kill(trainer, signal.SIGSTOP)  # frozen mid-run, however fast this machine trains 40 steps
+        assert "stopped after step" not in (run / "train.log").read_text() and not json.loads((run / "train" / "run.json").read_text())["finished"]
         process.send_signal(signal.SIGKILL)
         process.wait()
+        os.kill(trainer, signal.SIGCONT)  # it wakes to the SIGTERM its parent's death sent
     wait_for(lambda: "stopped after step" in (run / "train.log").read_text(), "the training process to stop (SIGTERM when the backend died)", 300)
     assert json.loads((run / "status.json").read_text())["status"] == "training"
     with running_backend(saved_model, runs, *options) as (url, _):
