@@ -37,7 +37,6 @@ nothing of it is written outside --work.
 import argparse
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
@@ -60,12 +59,14 @@ def main() -> None:
     args = parse_args()
     import torch
 
+    from spacy_w2ner.nn.cpu import cpu_model
+
     torch.set_num_threads(args.threads)
     work = Path(args.work).expanduser()
     work.mkdir(parents=True, exist_ok=True)
     output = Path(args.output)
     results = json.loads(output.read_text()) if output.exists() and args.resume_results else {}
-    results.update(settings=settings(args), machine={"cpu": platform.processor() or platform.machine(), "threads": args.threads})
+    results.update(settings=settings(args), machine={"cpu": cpu_model(), "threads": args.threads})
     results.setdefault("rounds", {})
     pool, dev = corpus(Path(args.corpus), work, args)
     first = sorted(random.Random(args.seed).sample(range(len(pool)), args.k))
@@ -272,7 +273,8 @@ def write(output: Path, results: Dict) -> None:
 
 
 def plot(results: Dict, path: Path) -> Path:
-    """Dev F against sentences annotated, a curve per strategy (round 1 shared)."""
+    """Dev F against sentences annotated and against entities annotated (what an annotator marks:
+    uncertain sentences hold more of them), a curve per strategy (round 1 shared)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -280,19 +282,20 @@ def plot(results: Dict, path: Path) -> Path:
 
     names = {"random": "random K next", "entity": "most uncertain K next (lowest entity score: the task score)",
              "cell": "most uncertain K next (least confident grid cell)"}  # fmt: skip
-    rounds = results["rounds"]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for strategy, style in zip(STRATEGIES, ("o-", "s-", "^--")):
-        points = [rounds["1-all"]] if "1-all" in rounds else []
-        points += sorted((r for r in rounds.values() if r["strategy"] == strategy), key=lambda r: r["round"])
-        if len(points) > 1:
-            ax.plot([p["annotated"] for p in points], [p["f"] for p in points], style, label=names[strategy])
-    s = results["settings"]
-    ax.set_xlabel("sentences annotated (CADEC train, the gold playing the annotator)")
-    ax.set_ylabel(f"dev F1 (%), {s['dev']} CADEC dev sentences")
-    ax.set_title(f"Active learning, MiniLM: K={s['k']} a round, {s['first_steps']} then {s['steps']} steps a round", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    rounds, s = results["rounds"], results["settings"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
+    for ax, (x, label) in zip(axes, (("annotated", "sentences annotated (CADEC train, its gold as the annotator)"),
+                                        ("entities_annotated", "gold entities in the annotated sentences"))):
+        for strategy, style in zip(STRATEGIES, ("o-", "s-", "^--")):
+            points = [rounds["1-all"]] if "1-all" in rounds else []
+            points += sorted((r for r in rounds.values() if r["strategy"] == strategy), key=lambda r: r["round"])
+            if len(points) > 1:
+                ax.plot([p[x] for p in points], [p["f"] for p in points], style, label=names[strategy])
+        ax.set_xlabel(label, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"dev F1 (%), {s['dev']} CADEC dev sentences")
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Active learning, MiniLM: K={s['k']} sentences a round, {s['first_steps']} then {s['steps']} steps a round", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path

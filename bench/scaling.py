@@ -653,8 +653,9 @@ def main() -> None:
 
 def machine() -> dict:
     """The CPU and its count, for comparing only figures from one machine."""
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
-    return {"cpu": cpu, "cpus": len(__import__("os").sched_getaffinity(0)), "python": platform.python_version()}
+    from spacy_w2ner.nn.cpu import cpu_model
+
+    return {"cpu": cpu_model(), "cpus": len(__import__("os").sched_getaffinity(0)), "python": platform.python_version()}
 
 
 if __name__ == "__main__":

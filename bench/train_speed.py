@@ -383,10 +383,12 @@ def main() -> None:
         result = plain_steps(args) if args.case == "plain" else spacy_steps(args, args.case)
         print(json.dumps({**result, "peak_rss_mb": round(peak_rss_mb(), 1)}))
         return
+    from spacy_w2ner.nn.cpu import bfloat16_instructions, cpu_model
+
     results = interleave(args) if args.interleave else compare(args)
     report = {
-        "machine": {"processor": platform.processor() or platform.machine(), "cpu": _cpu_name(), "threads": args.threads,
-                    "bfloat16_instructions": _bfloat16_instructions()},
+        "machine": {"processor": platform.processor() or platform.machine(), "cpu": cpu_model(), "threads": args.threads,
+                    "bfloat16_instructions": bfloat16_instructions()},
         "command": " ".join(sys.argv),
         "settings": {key: getattr(args, key) for key in ("batch_size", "warmup", "steps", "rounds")},
         "results": results,
@@ -395,19 +397,6 @@ def main() -> None:
     print(json.dumps(report, indent=1))
     if args.output:
         args.output.write_text(json.dumps(report, indent=1) + "\n", encoding="utf8")
-
-
-def _bfloat16_instructions() -> List[str]:
-    from spacy_w2ner.nn.bfloat16 import cpu_bfloat16_instructions
-
-    return cpu_bfloat16_instructions()
-
-
-def _cpu_name() -> str:
-    try:
-        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor()
 
 
 if __name__ == "__main__":
