@@ -31,7 +31,8 @@ from the annotated sentences shuffled each epoch (the config's dropout), so no r
 starting a process and loading the encoder again. Each round's model is saved under --work
 (``round-N-STRATEGY/model``) and its result written to --output as soon as it is measured; a
 round whose model and result are there is not redone (run the same command again after a kill).
-The plot (``--plot``, docs/label-studio-backend-al.png) draws the curves. CADEC is research-only:
+The plot (``--plot``, bench/results/active-learning.png: ``bench/plots.py active-learning``) draws
+the curves. CADEC is research-only:
 nothing of it is written outside --work.
 """
 import argparse
@@ -82,7 +83,9 @@ def main() -> None:
             models[strategy] = run_round(directory, models[strategy], pool, labelled[strategy], dev, args, results, strategy, number, args.steps)
             write(output, results)
     if args.plot:
-        plot(results, Path(args.plot))
+        from plots import plot_after_run
+
+        plot_after_run("active-learning", results=output, output=Path(args.plot))
 
 
 def parse_args():
@@ -90,7 +93,7 @@ def parse_args():
     parser.add_argument("corpus", help="CADEC's w2ner-json folder (train.json, dev.json)")
     parser.add_argument("--work", required=True, help="Where the data, models and logs go (outside the repository)")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "cpu-active-learning.json"))
-    parser.add_argument("--plot", default=str(ROOT / "docs" / "label-studio-backend-al.png"))
+    parser.add_argument("--plot", default=str(ROOT / "bench" / "results" / "active-learning.png"))
     parser.add_argument("--k", type=int, default=100, help="Sentences annotated per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--first-steps", type=int, default=150, help="Training steps of round 1 (from the MiniLM encoder)")
@@ -270,35 +273,6 @@ def auc(scores: np.ndarray, positive: np.ndarray) -> float:
 def write(output: Path, results: Dict) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=1) + "\n")
-
-
-def plot(results: Dict, path: Path) -> Path:
-    """Dev F against sentences annotated and against entities annotated (what an annotator marks:
-    uncertain sentences hold more of them), a curve per strategy (round 1 shared)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = {"random": "random K next", "entity": "most uncertain K next (lowest entity score: the task score)",
-             "cell": "most uncertain K next (least confident grid cell)"}  # fmt: skip
-    rounds, s = results["rounds"], results["settings"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
-    for ax, (x, label) in zip(axes, (("annotated", "sentences annotated (CADEC train, its gold as the annotator)"),
-                                        ("entities_annotated", "gold entities in the annotated sentences"))):
-        for strategy, style in zip(STRATEGIES, ("o-", "s-", "^--")):
-            points = [rounds["1-all"]] if "1-all" in rounds else []
-            points += sorted((r for r in rounds.values() if r["strategy"] == strategy), key=lambda r: r["round"])
-            if len(points) > 1:
-                ax.plot([p[x] for p in points], [p["f"] for p in points], style, label=names[strategy])
-        ax.set_xlabel(label, fontsize=9)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"dev F1 (%), {s['dev']} CADEC dev sentences")
-    axes[0].legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"Active learning, MiniLM: K={s['k']} sentences a round, {s['first_steps']} then {s['steps']} steps a round", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path
 
 
 if __name__ == "__main__":

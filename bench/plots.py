@@ -1,6 +1,6 @@
 """The figures of the committed benchmark and accuracy results, as PNG plots for the documentation.
 
-    python bench/plots.py [accuracy] [speed] [memory] [serve] [--out-dir DIR]
+    python bench/plots.py [accuracy] [speed] [memory] [serve] [scaling] [active-learning] [--out-dir DIR]
 
 regenerates all (or the named) plots from the committed JSON, each beside the JSON it reads:
 
@@ -11,6 +11,7 @@ regenerates all (or the named) plots from the committed JSON, each beside the JS
 | memory | bench/results/memory-by-length.png | cpu-long-doc.json, cpu-long-doc-optimize.json, cpu-long-doc-after-corpus.json, cpu-annotate-memory-trend.json |
 | serve | bench/results/serve-load.png | cpu-serve.json, cpu-serve-optimize.json |
 | scaling | bench/results/scaling.png | cpu-scaling.json (bench/scaling.py) |
+| active-learning | bench/results/active-learning.png | cpu-active-learning.json (bench/active_learning.py) |
 
 The benchmark scripts call ``plot_after_run`` once their JSON is written. Every number drawn comes
 from those files, except the figures in ``CITED_F1`` and ``CITED_SPEED``: published figures and
@@ -711,11 +712,44 @@ def plot_scaling(scaling: Path = BENCH_RESULTS / "cpu-scaling.json", output: Pat
     return save(fig, output)
 
 
+def plot_active_learning(results: Path = BENCH_RESULTS / "cpu-active-learning.json",
+                         output: Path = BENCH_RESULTS / "active-learning.png") -> Path:
+    """bench/active_learning.py's curves: dev F and dev discontinuous F against sentences annotated,
+    and dev F against the gold entities in them (what an annotator marks: uncertain sentences hold
+    more); a curve per strategy, round 1 shared."""
+    data = read_json(results)
+    rounds, settings = need(data, results, "rounds"), need(data, results, "settings")
+    names = {"random": "random K next", "entity": "most uncertain K next (lowest entity score: the task score)",
+             "cell": "most uncertain K next (least confident grid cell)"}  # fmt: skip
+    panels = (("annotated", "f", "sentences annotated (CADEC train, its gold as the annotator)", "dev F1 (%)"),
+              ("annotated", "discontinuous_f", "sentences annotated", "dev discontinuous F1 (%)"),
+              ("entities_annotated", "f", "gold entities in the annotated sentences", "dev F1 (%)"))  # fmt: skip
+    plt = pyplot()
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 10.5))
+    for ax, (x, y, xlabel, ylabel) in zip(axes, panels):
+        for strategy, style in zip(names, ("o-", "s-", "^--")):
+            points = [rounds["1-all"]] if "1-all" in rounds else []
+            points += sorted((r for r in rounds.values() if r["strategy"] == strategy), key=lambda r: r["round"])
+            if len(points) > 1:
+                ax.plot([p[x] for p in points], [p[y] for p in points], style, label=names[strategy])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Active learning, MiniLM, one seed: K={need(settings, results, 'k')} sentences a round,\n"
+                 f"{settings['first_steps']} then {settings['steps']} steps a round, scored on {settings['dev']} CADEC dev sentences",
+                 fontsize=11)  # fmt: skip
+    fig.tight_layout()
+    return save(fig, output)
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line and the benchmark scripts' hook
 
-PLOTS = {"accuracy": plot_accuracy_by_seed, "speed": plot_speed, "memory": plot_memory_by_length, "serve": plot_serve_load, "scaling": plot_scaling}
-PLOT_FILES = {"accuracy": "accuracy-by-seed.png", "speed": "speed.png", "memory": "memory-by-length.png", "serve": "serve-load.png", "scaling": "scaling.png"}
+PLOTS = {"accuracy": plot_accuracy_by_seed, "speed": plot_speed, "memory": plot_memory_by_length, "serve": plot_serve_load, "scaling": plot_scaling,
+         "active-learning": plot_active_learning}  # fmt: skip
+PLOT_FILES = {"accuracy": "accuracy-by-seed.png", "speed": "speed.png", "memory": "memory-by-length.png", "serve": "serve-load.png", "scaling": "scaling.png",
+              "active-learning": "active-learning.png"}  # fmt: skip
 
 
 def plot_after_run(name: str, **sources) -> Optional[Path]:

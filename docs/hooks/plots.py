@@ -21,6 +21,7 @@ PLOTS = {
     "plots/memory-by-length.png": "bench/results/memory-by-length.png",
     "plots/serve-load.png": "bench/results/serve-load.png",
     "plots/scaling.png": "bench/results/scaling.png",
+    "plots/active-learning.png": "bench/results/active-learning.png",
 }
 
 

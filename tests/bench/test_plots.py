@@ -250,6 +250,7 @@ def test_the_command_line_regenerates_every_plot_from_the_committed_results_with
         assert_readable_png(tmp_path / name)
     committed = [ROOT / "project" / "results" / "accuracy-by-seed.png"]
     committed += [ROOT / "bench" / "results" / name for name in ("speed.png", "memory-by-length.png", "serve-load.png")]
+    committed += [ROOT / "bench" / "results" / "active-learning.png"]
     assert [path for path in committed if not path.exists()] == []
 
 
@@ -258,3 +259,10 @@ def test_the_command_line_refuses_an_unknown_plot(capsys):
         plots.main(["speeed"])
     assert exit_info.value.code == 2
     assert "unknown plot speeed" in capsys.readouterr().err
+
+
+def test_active_learning_plot_names_the_file_and_key_it_misses(tmp_path):
+    results = tmp_path / "cpu-active-learning.json"
+    results.write_text(json.dumps({"settings": {"k": 100}}))
+    with pytest.raises(plots.PlotDataError, match=r"cpu-active-learning.json: no key 'rounds'"):
+        plots.plot_active_learning(results, tmp_path / "al.png")
