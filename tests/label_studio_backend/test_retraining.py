@@ -149,9 +149,10 @@ def test_a_run_can_gather_the_projects_export_through_label_studios_api(tmp_path
         server.shutdown()
 
 
-def children(pid: int) -> list:
-    """The process ids of ``pid``'s children (Linux's /proc)."""
-    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir() for child in (task / "children").read_text().split()]
+def training_processes(pid: int) -> list:
+    """The process ids of ``pid``'s children that run ``spacy_w2ner train`` (Linux's /proc)."""
+    found = [int(child) for task in Path(f"/proc/{pid}/task").iterdir() for child in (task / "children").read_text().split()]
+    return [child for child in found if b"spacy_w2ner\0train\0" in Path(f"/proc/{child}/cmdline").read_bytes()]
 
 
 def test_a_backend_killed_while_it_trains_resumes_the_run_when_restarted(saved_model, tmp_path):
@@ -164,7 +165,7 @@ def test_a_backend_killed_while_it_trains_resumes_the_run_when_restarted(saved_m
         for event in annotation_events(answer["results"]):
             assert request(url, "/webhook", event)[0] == 201
         wait_for(lambda: list((run / "train" / "checkpoints").glob("step-*")), "the run's first checkpoint", every=0.02)
-        (trainer,) = children(process.pid)
+        (trainer,) = training_processes(process.pid)
         os.kill(trainer, signal.SIGSTOP)  # frozen mid-run, however fast this machine trains 40 steps
         assert "stopped after step" not in (run / "train.log").read_text() and not json.loads((run / "train" / "run.json").read_text())["finished"]
         process.send_signal(signal.SIGKILL)
