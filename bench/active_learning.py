@@ -32,8 +32,7 @@ starting a process and loading the encoder again. Each round's model is saved un
 (``round-N-STRATEGY/model``) and its result written to --output as soon as it is measured; a
 round whose model and result are there is not redone (run the same command again after a kill).
 The plot (``--plot``, bench/results/active-learning.png: ``bench/plots.py active-learning``) draws
-the curves. CADEC is research-only:
-nothing of it is written outside --work.
+the curves. CADEC is research-only: nothing of it is written outside --work.
 """
 import argparse
 import json
