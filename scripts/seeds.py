@@ -102,22 +102,15 @@ def train_and_evaluate(args, command, seed: int, path: Path) -> None:
 
 
 def machine() -> dict:
-    """The CPU the seed ran on (/proc/cpuinfo's model name and its bfloat16 and AVX-512 flags) and
-    the torch threads it was given (OMP_NUM_THREADS): what a seed's time and speed depend on."""
+    """The CPU the seed ran on (its model name and its bfloat16 and AVX-512 flags) and the torch
+    threads it was given (OMP_NUM_THREADS): what a seed's time and speed depend on."""
     import os
 
-    found = {"cpu": "", "flags": [], "threads": os.environ.get("OMP_NUM_THREADS")}
-    try:
-        with open("/proc/cpuinfo", encoding="utf8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name") and not found["cpu"]:
-                    found["cpu"] = line.split(":", 1)[1].strip()
-                if line.startswith("flags") and not found["flags"]:
-                    flags = line.split(":", 1)[1].split()
-                    found["flags"] = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags]
-    except OSError:
-        pass
-    return found
+    from spacy_w2ner.nn.cpu import cpu_flags, cpu_model
+
+    flags = cpu_flags()
+    return {"cpu": cpu_model(), "flags": [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags],
+            "threads": os.environ.get("OMP_NUM_THREADS")}  # fmt: skip
 
 
 def seed_results(name: str) -> list[Path]:

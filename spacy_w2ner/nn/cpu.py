@@ -41,17 +41,20 @@ def cpu_model() -> str:
         return model
 
 
+def cpu_flags() -> List[str]:
+    """The CPU's flags as /proc/cpuinfo lists them; [] where there is none (not Linux)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf8") as cpuinfo:
+            return next((line for line in cpuinfo if line.startswith("flags")), "").split(":", 1)[-1].split()
+    except OSError:
+        return []
+
+
 @lru_cache(maxsize=1)
 def bfloat16_instructions() -> List[str]:
     """The names of this CPU's bfloat16 matrix instructions ("AVX512-BF16", "AMX-BF16"), from
     /proc/cpuinfo's flags, else torch's probes; [] where it has none."""
-    flags: set = set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf8") as cpuinfo:
-            line = next((line for line in cpuinfo if line.startswith("flags")), "")
-            flags = set(line.split(":", 1)[-1].split())
-    except OSError:
-        pass
+    flags = set(cpu_flags())
     if not flags:  # not Linux
         flags = {flag for flag, name in _BFLOAT16_PROBES.items() if probe(name)}
     return [name for flag, name in BFLOAT16_FLAGS.items() if flag in flags]

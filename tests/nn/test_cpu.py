@@ -67,3 +67,10 @@ def test_a_cpu_is_described_with_its_bfloat16_instructions():
     assert cpu.describe_cpu({**features, "bfloat16": []}).endswith("bfloat16: no)")
     old_record = {key: value for key, value in features.items() if key != "bfloat16"}
     assert cpu.describe_cpu(old_record) == "AMD EPYC (AVX-512: yes, VNNI: yes)"
+
+
+def test_the_cpus_flags_are_the_first_processors_and_answer_the_bfloat16_question(cpuinfo):
+    cpuinfo("processor\t: 0\nmodel name\t: Some Xeon\nflags\t\t: fpu avx2 amx_bf16\n\nprocessor\t: 1\nflags\t\t: other\n")
+    assert cpu.cpu_flags() == ["fpu", "avx2", "amx_bf16"] and cpu.bfloat16_instructions() == ["AMX-BF16"]
+    cpuinfo(None)
+    assert cpu.cpu_flags() == []
