@@ -47,6 +47,7 @@ CONFIGS = ROOT / "project" / "configs"
 HOOKS = ROOT / "bench" / "gpu"
 sys.path.insert(0, str(HOOKS))
 sys.path.insert(0, str(ROOT))
+from memory import cpu_stall_us  # noqa: E402  (bench/ is on sys.path)
 
 RECIPES = {"minilm": "w2ner_minilm_cpu.cfg", "mpnet": "w2ner_mpnet_gpu.cfg"}
 # Assumed links of the projection: bytes/s one link moves in a ring all-reduce, and the latency
@@ -165,15 +166,6 @@ def python_env() -> Dict[str, str]:
     """This environment, with this checkout first on the path (before what PYTHONPATH holds)."""
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": str(ROOT) + (os.pathsep + path if path else "")}
-
-
-def cpu_stall_us() -> Optional[int]:
-    """The kernel's total of microseconds some task waited for a CPU (pressure stall information)."""
-    try:
-        with open("/proc/pressure/cpu") as pressure:
-            return int(pressure.readline().split("total=")[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 # ---------------------------------------------------------------- gradients and their all-reduce

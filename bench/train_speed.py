@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from memory import cpu_stall_us, peak_rss_mb  # bench/ is on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "project" / "configs"
 # The encoder under the CPU's bfloat16 autocast (``nn.shim``; the grid network in float32).
@@ -264,11 +266,6 @@ def _node(model, name: str):
     return next(node for node in model.walk() if node.name == name)
 
 
-def peak_rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM"))
-
-
 def run_case(args, system: str, encoder: str, code: Optional[Path]) -> Dict:
     # The code compared first on the path; the rest of the caller's path kept after it.
     path = os.pathsep.join(part for part in (str(code or ROOT), os.environ.get("PYTHONPATH", "")) if part)
@@ -284,15 +281,6 @@ def run_case(args, system: str, encoder: str, code: Optional[Path]) -> Dict:
     if stalled is not None:  # how much of the time other work kept a task of this machine waiting
         result["cpu_stalled"] = round((cpu_stall_us() - stalled) / 1e6 / (time.perf_counter() - start), 3)
     return result
-
-
-def cpu_stall_us():
-    """The kernel's total of microseconds some task waited for a CPU (pressure stall information)."""
-    try:
-        with open("/proc/pressure/cpu") as pressure:
-            return int(pressure.readline().split("total=")[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def compare(args) -> Dict:
