@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from spacy_w2ner.nn.int8 import cpu_features
+from spacy_w2ner.nn.cpu import cpu_model
 from spacy_w2ner.training.checkpoints import TRAINER, checkpoints
 
 SCORES = {"f": "w2ner_f", "p": "w2ner_p", "r": "w2ner_r",
@@ -125,7 +125,7 @@ def curve(run_dir: Path, dev: Optional[Path], command: str, known: Optional[Dict
     best = max(rows, key=lambda row: (row["f"], row["step"]))
     chosen = {"chosen": test_of_best(run_dir, rows, choose_by, test)} if test is not None and choose_by else {}
     return {
-        "run": str(run_dir), "command": command, "device": "cpu", "machine": cpu_features()["model"],
+        "run": str(run_dir), "command": command, "device": "cpu", "machine": cpu_model(),
         "uses_averages": "use_averages = true" in record["config"],
         "finished": bool(record.get("finished")), "steps": record.get("steps"), "train_seconds": record.get("seconds"),
         "resumes": record.get("resumes"), "best": {"step": best["step"], "f": best["f"]}, "evaluations": rows, **chosen,

@@ -23,7 +23,6 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from . import cpu
-from .cpu import describe_cpu, has_vnni  # noqa: F401  (describe_cpu: optimize's words for cpu_features)
 
 # The encoder's Linear layers by role, for BERT-like names (BERT, MiniLM, RoBERTa: "attention.self.query",
 # "attention.output.dense", "intermediate.dense", "output.dense"; MPNet: "attention.attn.q", ...;
@@ -39,7 +38,7 @@ INT8_PRESETS: Dict[str, List[str]] = {
 }
 
 
-ACTIVATION_BITS = 8 if has_vnni() else 7
+ACTIVATION_BITS = 8 if cpu.has_vnni() else 7
 
 
 def cpu_features() -> Dict[str, object]:

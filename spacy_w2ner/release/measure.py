@@ -34,7 +34,8 @@ from spacy.tokens import DocBin
 from ..annotate.inputs import input_format_of, read_inputs
 from ..encoders.torch_module import encoder_torch_module
 from ..entities import get_entities
-from ..nn.int8 import cpu_features, describe_cpu, quantize_linear_layers
+from ..nn.cpu import describe_cpu
+from ..nn.int8 import cpu_features, quantize_linear_layers
 from .bfloat16 import BFloat16Candidate
 
 SAMPLE_SIZE = 300

@@ -26,7 +26,8 @@ from ..component import first_w2ner
 from ..encoders.torch_module import encoder_torch_module
 from ..files import restore_replaced, write_directory
 from ..nn import int8
-from ..nn.int8 import INT8_PRESETS, check_patterns, default_preset, describe_cpu, int8_layer_names, linear_layer_names
+from ..nn.cpu import describe_cpu
+from ..nn.int8 import INT8_PRESETS, check_patterns, default_preset, int8_layer_names, linear_layer_names
 from . import bfloat16
 from .bfloat16 import BFloat16Candidate
 from .measure import Measurement, apply_candidate, measure_candidates, rule, sample_texts

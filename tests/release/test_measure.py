@@ -4,7 +4,8 @@ import pytest
 import spacy
 from spacy.tokens import DocBin
 
-from spacy_w2ner.nn.int8 import cpu_features, describe_cpu
+from spacy_w2ner.nn.cpu import describe_cpu
+from spacy_w2ner.nn.int8 import cpu_features
 from spacy_w2ner.release import measure
 from spacy_w2ner.release.measure import SAMPLE_SIZE, Figures, Measurement, Sample, agreement, sample_texts
 from spacy_w2ner.release.optimize import NothingFaster, _choose

@@ -13,7 +13,8 @@ from thinc.api import Adam
 
 from spacy_w2ner.nn import int8
 from spacy_w2ner.nn.hf_shim import INT8_CANNOT_TRAIN, Int8HFShim
-from spacy_w2ner.nn.int8 import INT8_PRESETS, check_patterns, cpu_features, default_preset, describe_cpu, int8_layer_names
+from spacy_w2ner.nn.cpu import describe_cpu
+from spacy_w2ner.nn.int8 import INT8_PRESETS, check_patterns, cpu_features, default_preset, int8_layer_names
 from spacy_w2ner.encoders.torch_module import encoder_torch_module
 from spacy_w2ner.nn import bfloat16 as nn_bfloat16
 from spacy_w2ner.nn.bfloat16 import BFloat16PyTorchShim
