@@ -1,0 +1,215 @@
+"""Issue 73's trials at base size, run as the rule in project/results/README.md ("CADEC at base
+size") says, from a fresh machine or from where an earlier run of this script stopped.
+
+    python scripts/cadec_base_trials.py [--runs ~/w2ner-runs] [--plan]
+    # in the background:  setsid nohup python scripts/cadec_base_trials.py >> ~/w2ner-runs/trials.log 2>&1 &
+
+Every step is skipped when its output is there and resumes from its newest checkpoint when it
+is not, so the script is run again after any stop: CADEC converted (``RUNS/cadec``), MPNet
+fetched, MPNet adapted to CADEC's training text (lever 1's encoder, ``RUNS/encoders/mpnet-cadec``),
+then the dev-only runs in the rule's order, each a ``scripts/seeds.py`` seed scored on dev
+(``project/results/cadec-w2ner-mpnet-SETTING-dev-seedN.json``) with its dev curve (``...-dev.json``
+beside it), then the Choice: the setting with the highest mean dev F of those with three seeds
+(the recipe's float32 seeds included) is tested once. ``--plan`` prints what would run next and
+the rule's decisions so far, and runs nothing.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "project" / "results"
+CADEC = ROOT.parent / "shared" / "corpora" / "cadec" / "w2ner-json"
+ENCODER = "all-mpnet-base-v2"
+# The baseline of every comparison: the recipe's seed 1 with the encoder trained in bfloat16.
+BASELINE = RESULTS / "cadec-w2ner-mpnet-bf16-seed1-dev.json"
+RECIPE_SEEDS = [RESULTS / f"cadec-w2ner-mpnet-seed{seed}.json" for seed in (1, 2, 3)]
+DISCONTINUOUS_MARGIN = 5.0
+# Lever 2: 20 epochs of 334 steps, the decay stretched over them, stopped after 4 epochs without a
+# better dev F.
+LONGER = ["--training.max_epochs", "20", "--training.patience", "1336",
+          "--training.optimizer.learn_rate.total_steps", "6680"]  # fmt: skip
+
+
+def training_dtype() -> str:
+    """The rule's bfloat16 (issue 71: it keeps the accuracy) on a CPU with bfloat16 instructions;
+    float32 on one without, where bfloat16 passes are emulated (adapt-encoder's head steps on an
+    AVX2-only AMD EPYC: 9.0 s each in bfloat16, 1.2 s in float32)."""
+    from spacy_w2ner.nn.cpu import bfloat16_is_native
+
+    return "bfloat16" if bfloat16_is_native() else "float32"
+
+
+def adapted_encoder(runs: Path, dtype: str) -> Path:
+    """Lever 1's encoder; one adapted in float32 has a folder of its own (never mixed with the
+    bfloat16 one that lever 1's seed 1 trained on)."""
+    return runs / "encoders" / ("mpnet-cadec" if dtype == "bfloat16" else f"mpnet-cadec-{dtype}")
+
+
+def settings(runs: Path, dtype: str) -> dict:
+    """Each trial's name and the arguments it adds to the recipe's command."""
+    adapted = ["--components.transformer.model.name", str(adapted_encoder(runs, dtype))]
+    return {"adapted": adapted, "longer": LONGER, "adapted-longer": adapted + LONGER}
+
+
+def recipe_command(runs: Path, extra: List[str], dtype: str) -> List[str]:
+    cadec = runs / "cadec"
+    return [sys.executable, "-m", "spacy_w2ner", "train", "project/configs/w2ner_mpnet_gpu.cfg",
+            "--paths.train", str(cadec / "train.spacy"), "--paths.dev", str(cadec / "dev.spacy"),
+            "--training.logger.progress_bar", "false",
+            "--components.transformer.model.training_dtype", dtype, *extra, "--keep", "20"]  # fmt: skip
+
+
+def dev_result(setting: str, seed: int) -> Path:
+    return RESULTS / f"cadec-w2ner-mpnet-{setting}-dev-seed{seed}.json"
+
+
+def dev_scores(path: Path) -> Optional[dict]:
+    """A finished dev-only seed's model-best dev F and discontinuous F, in percent (None before)."""
+    if not path.exists():
+        return None
+    run = json.loads(path.read_text(encoding="utf8"))
+    return {"f": round(100 * run["w2ner_f"], 2), "discontinuous_f": round(100 * (run["w2ner_discontinuous_f"] or 0), 2)}
+
+
+def baseline() -> dict:
+    curve = json.loads(BASELINE.read_text(encoding="utf8"))
+    best = next(row for row in curve["evaluations"] if row["step"] == curve["best"]["step"])
+    return {"f": best["f"], "discontinuous_f": best["discontinuous_f"]}
+
+
+def goes_on(setting: str) -> Optional[bool]:
+    """The rule for seeds 2 and 3: seed 1's dev F not below the baseline's, or its dev
+    discontinuous F 5 or more above it (None while seed 1 has not finished)."""
+    seed1 = dev_scores(dev_result(setting, 1))
+    if seed1 is None:
+        return None
+    base = baseline()
+    return seed1["f"] >= base["f"] or seed1["discontinuous_f"] >= base["discontinuous_f"] + DISCONTINUOUS_MARGIN
+
+
+def queue() -> List[tuple]:
+    """The (setting, seed) runs the rule asks for now, in its order; a decision still open ends it."""
+    order: List[tuple] = [("adapted", 1)]
+    lever1 = goes_on("adapted")
+    if lever1 is None:
+        return order
+    order += [("adapted", 2), ("adapted", 3)] if lever1 else []
+    order.append(("longer", 1))
+    if lever1:
+        order.append(("adapted-longer", 1))
+        if goes_on("adapted-longer") is None:
+            return order
+        order += [("adapted-longer", 2), ("adapted-longer", 3)] if goes_on("adapted-longer") else []
+    lever2 = goes_on("longer")
+    if lever2 is None:
+        return order
+    return order + ([("longer", 2), ("longer", 3)] if lever2 else [])
+
+
+def run(command: List[str]) -> None:
+    print("$ " + " ".join(command), flush=True)
+    subprocess.run(command, cwd=ROOT, check=True)
+
+
+def prepare(runs: Path, dtype: str) -> None:
+    """CADEC converted, MPNet fetched and adapted to CADEC's training text (lever 1's encoder)."""
+    cadec = runs / "cadec"
+    for split in ("train", "dev", "test"):
+        if not (cadec / f"{split}.spacy").exists():
+            run([sys.executable, "-m", "spacy_w2ner", "convert", "w2ner-json", str(CADEC / f"{split}.json"), str(cadec)])
+    run([sys.executable, "-m", "spacy_w2ner", "fetch-encoder", ENCODER])
+    run([sys.executable, "-m", "spacy_w2ner", "adapt-encoder", ENCODER, str(cadec / "train.spacy"),
+         "--output", str(adapted_encoder(runs, dtype)), "--resume", "--training-dtype", dtype])  # fmt: skip
+
+
+def train_on_dev(runs: Path, setting: str, seed: int, dtype: str) -> None:
+    """One dev-only seed (scripts/seeds.py scores its model-best on dev) and its dev curve."""
+    name = f"cadec-w2ner-mpnet-{setting}-dev"
+    run([sys.executable, "scripts/seeds.py", name, "--seeds", str(seed), "--test", str(runs / "cadec" / "dev.spacy"),
+         "--runs-dir", str(runs / "screen"), "--", *recipe_command(runs, settings(runs, dtype)[setting], dtype)])  # fmt: skip
+    curve = RESULTS / f"{name}-seed{seed}-dev.json"
+    if not curve.exists():
+        command = json.loads(dev_result(setting, seed).read_text(encoding="utf8"))["command"]
+        run([sys.executable, "scripts/dev_curve.py", str(runs / "screen" / f"{name}-seed{seed}"),
+             "--output", str(curve), "--command", command])  # fmt: skip
+
+
+def mean_dev_f(setting: str) -> Optional[float]:
+    """The mean model-best dev F of a setting's three seeds (None before all three finished)."""
+    if setting == "recipe":
+        scores = [100 * json.loads(p.read_text(encoding="utf8"))["dev_score"] for p in RECIPE_SEEDS]
+    else:
+        found = [dev_scores(dev_result(setting, seed)) for seed in (1, 2, 3)]
+        if None in found:
+            return None
+        scores = [s["f"] for s in found]
+    return round(statistics.mean(scores), 2)
+
+
+def choose(runs: Path, dtype: str) -> str:
+    """The Choice, once every run the rule asks for has finished: the highest mean dev F of the
+    settings with three seeds; a trial that wins is tested once on its finished runs."""
+    means = {s: mean_dev_f(s) for s in ["recipe", *settings(runs, dtype)]}
+    means = {s: f for s, f in means.items() if f is not None}
+    chosen = max(means, key=means.get)
+    print(f"mean dev F of the settings with three seeds: {means}; chosen: {chosen}", flush=True)
+    if chosen == "recipe":
+        return chosen
+    chosen_dir = runs / "chosen"
+    chosen_dir.mkdir(parents=True, exist_ok=True)
+    for seed in (1, 2, 3):
+        # A screened run is tested where it is; one lost with an earlier machine trains again
+        # (seeds.py records its own dev F beside the screened one's).
+        link, screened = chosen_dir / f"cadec-w2ner-mpnet-{chosen}-seed{seed}", runs / "screen" / f"cadec-w2ner-mpnet-{chosen}-dev-seed{seed}"
+        if not link.exists() and not link.is_symlink() and (screened / "run.json").exists():
+            link.symlink_to(screened)
+    test = str(runs / "cadec" / "test.spacy")
+    run([sys.executable, "scripts/seeds.py", f"cadec-w2ner-mpnet-{chosen}", "--seeds", "1", "2", "3", "--test", test,
+         "--runs-dir", str(chosen_dir), "--", *recipe_command(runs, settings(runs, dtype)[chosen], dtype)])  # fmt: skip
+    models = [str(chosen_dir / f"cadec-w2ner-mpnet-{chosen}-seed{seed}" / "model-best") for seed in (1, 2, 3)]
+    for seed, model in zip((1, 2, 3), models):
+        run([sys.executable, "scripts/dev_curve.py", str(Path(model).parent), "--output",
+             str(RESULTS / f"cadec-w2ner-mpnet-{chosen}-seed{seed}-dev.json"), "--test", test,
+             "--choose-by", "discontinuous_f"])  # fmt: skip
+    ensemble_dev = RESULTS / f"cadec-w2ner-mpnet-{chosen}-ensemble-dev.json"
+    run([sys.executable, "scripts/ensemble.py", *models, "--corpus", str(runs / "cadec" / "dev.spacy"), "--output", str(ensemble_dev)])
+    scores = json.loads(ensemble_dev.read_text(encoding="utf8"))
+    if scores["ensemble"]["f"] > statistics.mean(model["scores"]["f"] for model in scores["models"]):
+        run([sys.executable, "scripts/ensemble.py", *models, "--corpus", test,
+             "--output", str(RESULTS / f"cadec-w2ner-mpnet-{chosen}-ensemble.json")])  # fmt: skip
+    return chosen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, default=Path.home() / "w2ner-runs", help="where the corpus, encoders and runs go")
+    parser.add_argument("--training-dtype", choices=["bfloat16", "float32"], help="default: bfloat16 where the CPU has the instructions, else float32")
+    parser.add_argument("--plan", action="store_true", help="print the rule's decisions and what runs next; run nothing")
+    args = parser.parse_args()
+    runs = args.runs.expanduser()
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    dtype = args.training_dtype or training_dtype()
+    if args.plan:
+        print(json.dumps({"training_dtype": dtype, "baseline": baseline(), "seeds 2-3": {s: goes_on(s) for s in settings(runs, dtype)},
+                          "queue": [(s, n, dev_result(s, n).exists()) for s, n in queue()]}, indent=1))  # fmt: skip
+        return
+    prepare(runs, dtype)
+    done: set = set()
+    while True:
+        pending = [job for job in queue() if job not in done]
+        if not pending:
+            break
+        setting, seed = pending[0]
+        train_on_dev(runs, setting, seed, dtype)
+        done.add((setting, seed))
+    choose(runs, dtype)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""scripts/cadec_base_trials.py: issue 73's queue follows the rule written before the runs."""
+import importlib.util
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "cadec_base_trials.py"
+spec = importlib.util.spec_from_file_location("cadec_base_trials", SCRIPT)
+trials = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(trials)
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """An empty results folder holding only the baseline's dev curve (dev F 71.47, discontinuous 36.49)."""
+    baseline = tmp_path / "baseline-dev.json"
+    rows = [{"step": 334, "f": 42.31, "discontinuous_f": 0.0}, {"step": 3006, "f": 71.47, "discontinuous_f": 36.49}]
+    baseline.write_text(json.dumps({"best": {"step": 3006, "f": 71.47}, "evaluations": rows}))
+    monkeypatch.setattr(trials, "RESULTS", tmp_path)
+    monkeypatch.setattr(trials, "BASELINE", baseline)
+    recipe = [tmp_path / f"recipe-seed{seed}.json" for seed in (1, 2, 3)]
+    for path, dev in zip(recipe, (0.7179, 0.7180, 0.7229)):
+        path.write_text(json.dumps({"dev_score": dev}))
+    monkeypatch.setattr(trials, "RECIPE_SEEDS", recipe)
+    return tmp_path
+
+
+def finish(setting: str, seed: int, f: float, discontinuous_f: float) -> None:
+    trials.dev_result(setting, seed).write_text(json.dumps({"w2ner_f": f / 100, "w2ner_discontinuous_f": discontinuous_f / 100}))
+
+
+def test_seed_1_of_lever_1_comes_first_and_the_queue_waits_for_its_decision(results):
+    assert trials.queue() == [("adapted", 1)]
+
+
+def test_a_lever_that_goes_on_runs_seeds_2_and_3_before_the_longer_schedule(results):
+    finish("adapted", 1, 71.93, 35.76)  # F not below the baseline's: it goes on
+    assert trials.queue() == [("adapted", 1), ("adapted", 2), ("adapted", 3), ("longer", 1), ("adapted-longer", 1)]
+
+
+def test_a_lever_below_the_baseline_stops_unless_its_discontinuous_f_is_5_above(results):
+    finish("adapted", 1, 71.40, 41.48)  # 0.07 below, discontinuous 4.99 above: stops
+    assert trials.goes_on("adapted") is False
+    assert trials.queue() == [("adapted", 1), ("longer", 1)]
+    finish("adapted", 1, 71.40, 41.49)  # discontinuous 5 above: goes on
+    assert trials.goes_on("adapted") is True
+
+
+def test_the_longer_schedule_s_seeds_follow_the_same_rule(results):
+    finish("adapted", 1, 70.0, 30.0)
+    finish("longer", 1, 71.50, 30.0)
+    assert trials.queue() == [("adapted", 1), ("longer", 1), ("longer", 2), ("longer", 3)]
+    finish("longer", 1, 71.0, 30.0)
+    assert trials.queue() == [("adapted", 1), ("longer", 1)]
+
+
+def test_only_settings_with_three_seeds_are_compared_the_recipe_s_included(results):
+    assert trials.mean_dev_f("recipe") == 71.96
+    finish("adapted", 1, 71.93, 35.76)
+    finish("adapted", 2, 72.20, 40.0)
+    assert trials.mean_dev_f("adapted") is None
+    finish("adapted", 3, 72.0, 38.0)
+    assert trials.mean_dev_f("adapted") == 72.04
+
+
+def test_the_queue_repeats_lever_1_seed_1_s_recorded_command():
+    """Seeds 2 and 3 train what seed 1 trained: the command recorded in its JSON, less the seed,
+    output, device and resume arguments seeds.py adds, is the one the script builds."""
+    recorded = json.loads((ROOT / "project" / "results" / "cadec-w2ner-mpnet-adapted-dev-seed1.json").read_text())["command"]
+    runs = Path("/root/w2ner-runs")
+    built = trials.recipe_command(runs, trials.settings(runs, "bfloat16")["adapted"], "bfloat16")[1:]
+    assert shlex.split(recorded)[1 : 1 + len(built)] == built
+
+
+def test_a_float32_encoder_never_takes_the_bfloat16_one_s_folder():
+    runs = Path("/runs")
+    assert trials.adapted_encoder(runs, "bfloat16") == runs / "encoders" / "mpnet-cadec"
+    assert trials.adapted_encoder(runs, "float32") == runs / "encoders" / "mpnet-cadec-float32"
+    command = trials.recipe_command(runs, trials.settings(runs, "float32")["adapted-longer"], "float32")
+    assert command[command.index("--components.transformer.model.name") + 1] == "/runs/encoders/mpnet-cadec-float32"
+    assert command[command.index("--components.transformer.model.training_dtype") + 1] == "float32"
