@@ -11,7 +11,8 @@ then the dev-only runs in the rule's order, each a ``scripts/seeds.py`` seed sco
 (``project/results/cadec-w2ner-mpnet-SETTING-dev-seedN.json``) with its dev curve (``...-dev.json``
 beside it), then the Choice: the setting with the highest mean dev F of those with three seeds
 (the recipe's float32 seeds included) is tested once. ``--plan`` prints what would run next and
-the rule's decisions so far, and runs nothing.
+the rule's decisions so far, and runs nothing. Needs the README's setup (``scripts/install.sh``
+in a virtual environment) and ``../shared/corpora/cadec``.
 """
 import argparse
 import json
@@ -199,6 +200,9 @@ def main() -> None:
         print(json.dumps({"training_dtype": dtype, "baseline": baseline(), "seeds 2-3": {s: goes_on(s) for s in settings(runs, dtype)},
                           "queue": [(s, n, dev_result(s, n).exists()) for s, n in queue()]}, indent=1))  # fmt: skip
         return
+    from spacy_w2ner.nn.cpu import cpu_model
+
+    print(f"issue 73's trials on {cpu_model()}, {os.environ['OMP_NUM_THREADS']} threads, training in {dtype}", flush=True)
     prepare(runs, dtype)
     done: set = set()
     while True:
