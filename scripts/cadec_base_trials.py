@@ -66,8 +66,13 @@ def recipe_command(runs: Path, extra: List[str], dtype: str) -> List[str]:
             "--components.transformer.model.training_dtype", dtype, *extra, "--keep", "20"]  # fmt: skip
 
 
+def dev_name(setting: str) -> str:
+    """A dev-only trial's name: its seeds' runs are RUNS/screen/NAME-seedN, their JSON NAME-seedN.json."""
+    return f"cadec-w2ner-mpnet-{setting}-dev"
+
+
 def dev_result(setting: str, seed: int) -> Path:
-    return RESULTS / f"cadec-w2ner-mpnet-{setting}-dev-seed{seed}.json"
+    return RESULTS / f"{dev_name(setting)}-seed{seed}.json"
 
 
 def dev_scores(path: Path) -> Optional[dict]:
@@ -104,9 +109,10 @@ def queue() -> List[tuple]:
     order.append(("longer", 1))
     if lever1:
         order.append(("adapted-longer", 1))
-        if goes_on("adapted-longer") is None:
+        both = goes_on("adapted-longer")
+        if both is None:
             return order
-        order += [("adapted-longer", 2), ("adapted-longer", 3)] if goes_on("adapted-longer") else []
+        order += [("adapted-longer", 2), ("adapted-longer", 3)] if both else []
     lever2 = goes_on("longer")
     if lever2 is None:
         return order
@@ -131,7 +137,7 @@ def prepare(runs: Path, dtype: str) -> None:
 
 def train_on_dev(runs: Path, setting: str, seed: int, dtype: str) -> None:
     """One dev-only seed (scripts/seeds.py scores its model-best on dev) and its dev curve."""
-    name = f"cadec-w2ner-mpnet-{setting}-dev"
+    name = dev_name(setting)
     run([sys.executable, "scripts/seeds.py", name, "--seeds", str(seed), "--test", str(runs / "cadec" / "dev.spacy"),
          "--runs-dir", str(runs / "screen"), "--", *recipe_command(runs, settings(runs, dtype)[setting], dtype)])  # fmt: skip
     curve = RESULTS / f"{name}-seed{seed}-dev.json"
@@ -167,7 +173,7 @@ def choose(runs: Path, dtype: str) -> str:
     for seed in (1, 2, 3):
         # A screened run is tested where it is; one lost with an earlier machine trains again
         # (seeds.py records its own dev F beside the screened one's).
-        link, screened = chosen_dir / f"cadec-w2ner-mpnet-{chosen}-seed{seed}", runs / "screen" / f"cadec-w2ner-mpnet-{chosen}-dev-seed{seed}"
+        link, screened = chosen_dir / f"cadec-w2ner-mpnet-{chosen}-seed{seed}", runs / "screen" / f"{dev_name(chosen)}-seed{seed}"
         if not link.exists() and not link.is_symlink() and (screened / "run.json").exists():
             link.symlink_to(screened)
     test = str(runs / "cadec" / "test.spacy")
