@@ -521,9 +521,14 @@ def timed(prepared: Prepared) -> Dict[str, float]:
 # time (a linear path takes about 8 times, a quadratic one about 64).
 GROWTH_LIMIT = 16
 START_UP_TOKENS = 100
-# N per path: large enough that its own work (its time less the start-up's) is some 0.04 CPU
-# seconds or more on this project's machines (converters about 5 microseconds a token, the tiny
-# pipeline of the model paths about 100), small enough that 8N runs in a second or two.
+# N per path, where the guard starts: some 0.1 CPU seconds of its own work (its time less the
+# start-up's) on this project's machines (converters about 5 microseconds a token, the tiny
+# pipeline of the model paths about 100). The guard doubles it until its own work is at least the
+# start-up's (some 0.2 s: spaCy's tokenizer made for each command) on the machine it runs on; on a
+# CI run the start-up's jitter on 0.01-0.1 s of work read as 24-97 times for 8 times the tokens.
+MIN_OWN_WORK, MAX_DOUBLINGS = 1.0, 2
+# Rounds of measurements more for a case over the limit (a quadratic path takes them all).
+MORE_ROUNDS = 2
 GUARD_N = {
     "initialize": 2000,
     **{f"convert {fmt} | sentences": 1000 for fmt in ("w2ner-json", "conll", "dai")},  # a Doc a sentence: some 2 ms each
@@ -544,25 +549,39 @@ def guard_cases() -> List[tuple]:
 
 
 def growth(path: str, shape: str, directory: Path, model: Optional[str] = None, nlp=None, shared: Optional[Path] = None) -> Dict[str, float]:
-    """How much longer ``path`` takes on 8N tokens than on N (``guard_n``), in CPU seconds of this
-    process, the time of a run on ``START_UP_TOKENS`` (what a run costs whatever the length) taken
-    off both; the smaller sizes after a warm-up, the fastest of two runs, 8N once. Over the limit,
-    each measured twice more, the fastest kept: a hiccup of a loaded machine is not taken for a
-    quadratic path."""
+    """How much longer ``path`` takes on 8N tokens than on N, in CPU seconds of this process, the
+    time of a run on ``START_UP_TOKENS`` (what a run costs whatever the length) taken off both.
+    N starts at ``guard_n`` and doubles (at most ``MAX_DOUBLINGS`` times) until its own work is
+    ``MIN_OWN_WORK`` times the start-up or more, on this machine: a small N's work next to the
+    start-up's jitter, or held in a cache 8N overflows, reads as growth that is not there. Each
+    size is the fastest of its runs (the start-up and N after a warm-up, 8N once); over the limit,
+    each measured twice more, the fastest kept, up to ``MORE_ROUNDS`` times: a stretch of a loaded
+    machine's other work is not taken for a quadratic path."""
+    fastest: Dict[int, float] = {}
+    prepared: Dict[int, Prepared] = {}
+
+    def measure(size: int, runs: int, warm_up: bool) -> float:
+        if size not in prepared:
+            prepared[size] = prepare(path, size, shape, directory / str(size), model, nlp, shared)
+        if warm_up:
+            prepared[size]()
+        fastest[size] = min([fastest.get(size, math.inf)] + [timed(prepared[size])["cpu_seconds"] for _ in range(runs)])
+        return fastest[size]
+
+    start_up = measure(START_UP_TOKENS, 3, warm_up=True)
     n = guard_n(path, shape)
-    sizes = (START_UP_TOKENS, n, 8 * n)
-    prepared = {size: prepare(path, size, shape, directory / str(size), model, nlp, shared) for size in sizes}
-    fastest = {size: math.inf for size in sizes}
-    for attempt in range(2):
-        for size in sizes:
-            if attempt == 0 and size != 8 * n:
-                prepared[size]()  # warm-up
-            runs = 1 if attempt == 0 and size == 8 * n else 2
-            fastest[size] = min([fastest[size]] + [timed(prepared[size])["cpu_seconds"] for _ in range(runs)])
-        start_up, at_n, at_8n = (fastest[size] for size in sizes)
-        ratio = (at_8n - start_up) / max(at_n - start_up, 1e-9)
-        if ratio < GROWTH_LIMIT:
+    at_n = measure(n, 2, warm_up=True)
+    for _ in range(MAX_DOUBLINGS):
+        if at_n - start_up >= MIN_OWN_WORK * start_up:
             break
+        n *= 2
+        at_n = measure(n, 2, warm_up=True)
+    at_8n = measure(8 * n, 1, warm_up=False)
+    for _ in range(MORE_ROUNDS):
+        if (at_8n - start_up) / max(at_n - start_up, 1e-9) < GROWTH_LIMIT:
+            break
+        start_up, at_n, at_8n = (measure(size, 2, warm_up=False) for size in (START_UP_TOKENS, n, 8 * n))
+    ratio = (at_8n - start_up) / max(at_n - start_up, 1e-9)
     return {"n": n, "start_up": start_up, "at_n": at_n, "at_8n": at_8n, "ratio": ratio}
 
 
