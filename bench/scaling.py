@@ -553,7 +553,7 @@ def growth(path: str, shape: str, directory: Path, model: Optional[str] = None, 
     time of a run on ``START_UP_TOKENS`` (what a run costs whatever the length) taken off both.
     N starts at ``guard_n`` and doubles (at most ``MAX_DOUBLINGS`` times) until its own work is
     ``MIN_OWN_WORK`` times the start-up or more, on this machine: a small N's work next to the
-    start-up's jitter, or held in a cache 8N overflows, reads as growth that is not there. Each
+    start-up's jitter reads as growth that is not there. Each
     size is the fastest of its runs (the start-up and N after a warm-up, 8N once); over the limit,
     each measured twice more, the fastest kept, up to ``MORE_ROUNDS`` times: a stretch of a loaded
     machine's other work is not taken for a quadratic path."""
@@ -577,11 +577,12 @@ def growth(path: str, shape: str, directory: Path, model: Optional[str] = None, 
         n *= 2
         at_n = measure(n, 2, warm_up=True)
     at_8n = measure(8 * n, 1, warm_up=False)
-    for _ in range(MORE_ROUNDS):
-        if (at_8n - start_up) / max(at_n - start_up, 1e-9) < GROWTH_LIMIT:
+    for more in range(MORE_ROUNDS + 1):
+        if more:
+            start_up, at_n, at_8n = (measure(size, 2, warm_up=False) for size in (START_UP_TOKENS, n, 8 * n))
+        ratio = (at_8n - start_up) / max(at_n - start_up, 1e-9)
+        if ratio < GROWTH_LIMIT:
             break
-        start_up, at_n, at_8n = (measure(size, 2, warm_up=False) for size in (START_UP_TOKENS, n, 8 * n))
-    ratio = (at_8n - start_up) / max(at_n - start_up, 1e-9)
     return {"n": n, "start_up": start_up, "at_n": at_n, "at_8n": at_8n, "ratio": ratio}
 
 
