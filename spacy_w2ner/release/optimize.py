@@ -8,7 +8,8 @@ presets, or the layers ``--int8`` names; the bfloat16 candidates, on a CPU with 
 instructions, or only them with ``--bfloat16``) on a sample of documents, on this CPU. It writes
 the fastest candidate that runs >= 1.1x float32 with entities agreeing with float32's at F >= 98
 (bfloat16: 99); where none does it writes nothing and raises ``NothingFaster`` (the command exits
-3), unless ``force``. An int8 copy's config names ``spacy_w2ner.ChunkedTransformerModel.v2`` with
+3), unless ``force``, and at once where this CPU can run none (``--bfloat16`` without bfloat16
+instructions), ``force`` or not. An int8 copy's config names ``spacy_w2ner.ChunkedTransformerModel.v2`` with
 ``int8_layers``, a bfloat16 one's sets ``inference_dtype = "bfloat16"``, so it rebuilds itself on
 load; its encoder state is saved int8 or bfloat16; its meta.json says what was done and what was
 measured on which CPU (``meta["spacy_w2ner"]["optimized"]``).
@@ -112,6 +113,9 @@ def optimize_pipeline(source: Path, output: Path, int8_layers: Optional[Sequence
         if not isinstance(patterns, BFloat16Candidate) and not linear_layer_names(module, patterns):
             raise OptimizeError(f"no Linear layer of the encoder of '{name}' matches int8_layers {patterns}")
     not_measured = _unavailable(candidates)
+    if len(not_measured) == len(candidates):
+        raise NothingFaster(f"nothing written: nothing to measure on {describe_cpu(int8.cpu_features())}: "
+                            + "; ".join(f"{name} {why}" for name, why in not_measured.items()))  # fmt: skip
     try:
         texts = sample_texts(nlp, source, sample)
         measurement = measure_candidates(source, name, {key: value for key, value in candidates.items()

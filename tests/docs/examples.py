@@ -9,6 +9,9 @@ Every ``python``, ``bash``, ``console`` and ``sh`` block is an example that runs
   it prints;
 * ``<!-- test: needs: PATH -->``: runs only where PATH (relative to the repository) exists, e.g. a
   pipeline trained by a project command, and is skipped saying so elsewhere;
+* ``<!-- test: needs-cpu: FEATURE -->``: runs only on a CPU with FEATURE (``bfloat16``: AVX512-BF16
+  or AMX-BF16, as ``optimize`` detects them), and is skipped saying so elsewhere (the page says
+  what such a CPU does instead);
 * ``<!-- test: background: URL -->``: a shell block that keeps running (a server): it is started,
   the page's later blocks run once URL answers, and it is stopped at the end of the page.
 
@@ -22,7 +25,7 @@ from typing import List, Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LANGUAGES = {"python", "bash", "console", "sh"}
-MARKERS = ("not-run", "prints", "needs", "background")
+MARKERS = ("not-run", "prints", "needs", "needs-cpu", "background")
 FENCE = re.compile(
     r"^(?:<!-- test: (?P<marker>[^\n]*?) -->\n)?(?P<indent>[ ]*)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$",
     re.S | re.M,

@@ -24,10 +24,13 @@ from pathlib import Path
 import pytest
 from spacy.training import Example
 
+from spacy_w2ner.nn.cpu import bfloat16_instructions, cpu_model
+
 from ..conftest import cli
 from .examples import MARKERS, ROOT, examples, pages
 
 DEMO_MODEL = "training/sample-w2ner_minilm_cpu/model-best"
+CPU_FEATURES = {"bfloat16": bfloat16_instructions}  # needs-cpu's FEATURE -> whether this CPU has it
 NOTES = [
     "After two weeks on Lipitor I had severe pain in the knees and ankles .",
     "Aspirin caused severe headaches and nausea .",
@@ -51,6 +54,8 @@ def test_every_example_runs_or_says_why_not():
                 problems.append(f"{example.where}: a prints block is Python ending in '# output' lines")
             if example.marker in ("needs", "background") and not example.argument:
                 problems.append(f"{example.where}: {example.marker} needs its path or URL")
+            if example.marker == "needs-cpu" and example.argument not in CPU_FEATURES:
+                problems.append(f"{example.where}: needs-cpu: one of {', '.join(CPU_FEATURES)}")
     assert problems == []
     assert sum(example.runs for page in pages() for example in examples(page)) >= 15  # the parser finds them
 
@@ -139,6 +144,9 @@ def _run_examples(page_examples, work: Path) -> list:
                     skipped.append(f"{example.where} needs {example.argument}, which is not there")
                     continue
                 _link(ROOT / example.argument, work / example.argument)
+            if example.marker == "needs-cpu" and not CPU_FEATURES[example.argument]():
+                skipped.append(f"{example.where} needs a CPU with {example.argument} instructions; {cpu_model()} has none")
+                continue
             if example.lang == "python":
                 _run_python(example, namespace)
             elif example.marker == "background":

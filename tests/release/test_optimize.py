@@ -402,8 +402,8 @@ def test_ray_data_uses_the_bfloat16_pipeline_as_it_is(bfloat16_model, tmp_path):
 
 
 def test_without_bfloat16_instructions_optimize_says_so_naming_the_cpu(float_model, tmp_path, monkeypatch):
-    """bfloat16 is not measured on such a CPU: the summary says why; asked alone, nothing is
-    written (exit 3) and the line names the CPU and the instructions."""
+    """bfloat16 is not measured on such a CPU: the summary says why; asked alone (``--force`` or
+    not), nothing is measured or written (exit 3) and the line names the CPU and the instructions."""
     monkeypatch.setattr(nn_bfloat16, "cpu_bfloat16_instructions", lambda: [])
     report = optimize_pipeline(float_model, tmp_path / "int8")
     why = (f"not measured: {cpu_features()['model']} has no bfloat16 instructions (AVX512-BF16 or AMX-BF16): "
@@ -411,9 +411,12 @@ def test_without_bfloat16_instructions_optimize_says_so_naming_the_cpu(float_mod
     assert report.preset == default_preset() and set(report.measurement.candidates) == set(INT8_PRESETS)
     assert report.measurement.not_measured == {"bfloat16": why, "bfloat16+grid": why}
     assert any(line.strip().startswith("bfloat16") and why in line for line in report.lines())
-    result = cli("optimize", float_model, tmp_path / "bf16", "--bfloat16", code=3)
-    assert len(result.stderr.strip().splitlines()) == 1 and why in result.stderr and "--force" not in result.stderr
-    assert not (tmp_path / "bf16").exists()
+    monkeypatch.setattr(optimize, "measure_candidates", lambda *args, **kwargs: pytest.fail("measured"))
+    for force in ([], ["--force"]):
+        result = cli("optimize", float_model, tmp_path / "bf16", "--bfloat16", *force, code=3)
+        assert result.stderr.strip() == (f"nothing written: nothing to measure on {describe_cpu(cpu_features())}: "
+                                         f"bfloat16 {why}; bfloat16+grid {why}")
+        assert not (tmp_path / "bf16").exists()
 
 
 def test_bfloat16_is_held_to_entities_f_99(float_model, tmp_path, monkeypatch):
