@@ -157,16 +157,15 @@ def _unavailable(candidates: Dict[str, Candidate]) -> Dict[str, str]:
 def _choose(measurement: Measurement, candidates: Dict[str, Candidate], force: bool) -> str:
     """The candidate to write: the measurement's choice; with ``force`` and none, the one asked
     for or this CPU's default preset (or bfloat16, where only that was measured); else
-    NothingFaster in one line with the figures."""
+    NothingFaster in one line with the figures. At least one candidate was measured
+    (``optimize_pipeline`` stops before measuring where none can be)."""
     chosen = measurement.choice()
     measured = [name for name in candidates if name in measurement.candidates]
-    fallback = default_preset() if default_preset() in measured else next(iter(measured), None)
+    fallback = default_preset() if default_preset() in measured else measured[0]
     kinds = sorted({"bfloat16 pipeline" if isinstance(c, BFloat16Candidate) else "int8 encoder" for c in candidates.values()})
-    if chosen is None and (not force or fallback is None):
-        raise NothingFaster(
-            f"nothing written: no {' or '.join(kinds)} runs {rule()} on {measurement.where()}: {measurement.figures()}"
-            + (f" (--force writes {fallback} anyway)" if fallback else "")
-        )
+    if chosen is None and not force:
+        raise NothingFaster(f"nothing written: no {' or '.join(kinds)} runs {rule()} on {measurement.where()}: "
+                            f"{measurement.figures()} (--force writes {fallback} anyway)")  # fmt: skip
     return chosen or fallback
 
 
