@@ -15,19 +15,21 @@ Every ``python``, ``bash``, ``console`` and ``sh`` block is an example that runs
 * ``<!-- test: background: URL -->``: a shell block that keeps running (a server): it is started,
   the page's later blocks run once URL answers, and it is stopped at the end of the page.
 
+Markers stack, one comment a line (``needs: PATH`` above ``needs-cpu: bfloat16``: both must hold).
+
 The Python blocks of one page share their names, in order, as a reader who pastes them does.
 Other blocks (ini, json, text) are shown, not run.
 """
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LANGUAGES = {"python", "bash", "console", "sh"}
 MARKERS = ("not-run", "prints", "needs", "needs-cpu", "background")
 FENCE = re.compile(
-    r"^(?:<!-- test: (?P<marker>[^\n]*?) -->\n)?(?P<indent>[ ]*)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$",
+    r"^(?P<markers>(?:<!-- test: [^\n]*? -->\n)*)(?P<indent>[ ]*)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$",
     re.S | re.M,
 )
 
@@ -38,12 +40,11 @@ class Example:
     line: int
     lang: str
     body: str
-    marker: str = ""
-    argument: str = ""
+    markers: Dict[str, str] = field(default_factory=dict)  # each marker and its argument
 
     @property
     def runs(self) -> bool:
-        return self.lang in RUN_LANGUAGES and self.marker != "not-run"
+        return self.lang in RUN_LANGUAGES and "not-run" not in self.markers
 
     @property
     def where(self) -> str:
@@ -67,15 +68,15 @@ def examples(page: Path) -> List[Example]:
     found = []
     for match in FENCE.finditer(text):
         body = "\n".join(line[len(match.group("indent")):] for line in match.group("body").splitlines())
-        marker, argument = _marker(match.group("marker"))
         line = text.count("\n", 0, match.start("lang")) + 1
         where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page  # a model card is elsewhere
-        found.append(Example(str(where), line, match.group("lang"), body, marker, argument))
+        found.append(Example(str(where), line, match.group("lang"), body, _markers(match.group("markers"))))
     return found
 
 
-def _marker(text: Optional[str]):
-    if not text:
-        return "", ""
-    name, _, argument = text.partition(":")
-    return name.strip(), argument.strip()
+def _markers(lines: str) -> Dict[str, str]:
+    markers = {}
+    for text in re.findall(r"<!-- test: ([^\n]*?) -->", lines):
+        name, _, argument = text.partition(":")
+        markers[name.strip()] = argument.strip()
+    return markers

@@ -46,18 +46,31 @@ def test_every_example_runs_or_says_why_not():
     problems = []
     for page in pages():
         for example in examples(page):
-            if example.marker and example.marker not in MARKERS:
-                problems.append(f"{example.where}: unknown marker {example.marker!r} (known: {', '.join(MARKERS)})")
-            if example.marker == "not-run" and len(example.argument) < 10:
+            markers = example.markers
+            problems += [f"{example.where}: unknown marker {m!r} (known: {', '.join(MARKERS)})" for m in markers if m not in MARKERS]
+            if "not-run" in markers and len(markers["not-run"]) < 10:
                 problems.append(f"{example.where}: not-run needs a reason")
-            if example.marker == "prints" and not (example.lang == "python" and example.expected_output()):
+            if "prints" in markers and not (example.lang == "python" and example.expected_output()):
                 problems.append(f"{example.where}: a prints block is Python ending in '# output' lines")
-            if example.marker in ("needs", "background") and not example.argument:
-                problems.append(f"{example.where}: {example.marker} needs its path or URL")
-            if example.marker == "needs-cpu" and example.argument not in CPU_FEATURES:
+            problems += [f"{example.where}: {m} needs its path or URL" for m in ("needs", "background") if markers.get(m) == ""]
+            if "needs-cpu" in markers and markers["needs-cpu"] not in CPU_FEATURES:
                 problems.append(f"{example.where}: needs-cpu: one of {', '.join(CPU_FEATURES)}")
     assert problems == []
     assert sum(example.runs for page in pages() for example in examples(page)) >= 15  # the parser finds them
+
+
+def test_markers_stack_one_comment_a_line(tmp_path):
+    """Both of two stacked markers reach their block; a marker a blank line away reaches none."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- test: needs: training/x -->\n<!-- test: needs-cpu: bfloat16 -->\n```bash\nrun a\n```\n\n"
+        "<!-- test: not-run: a reason long enough -->\n\n```bash\nrun b\n```\n",
+        encoding="utf8",
+    )
+    found = examples(page)
+    assert [(e.line, e.body, e.markers) for e in found] == [
+        (3, "run a", {"needs": "training/x", "needs-cpu": "bfloat16"}), (9, "run b", {})
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -139,17 +152,18 @@ def _run_examples(page_examples, work: Path) -> list:
     skipped = []
     try:
         for example in page_examples:
-            if example.marker == "needs":
-                if not (ROOT / example.argument).exists():
-                    skipped.append(f"{example.where} needs {example.argument}, which is not there")
-                    continue
-                _link(ROOT / example.argument, work / example.argument)
-            if example.marker == "needs-cpu" and not CPU_FEATURES[example.argument]():
-                skipped.append(f"{example.where} needs a CPU with {example.argument} instructions; {cpu_model()} has none")
+            path, feature = example.markers.get("needs"), example.markers.get("needs-cpu")
+            if path and not (ROOT / path).exists():
+                skipped.append(f"{example.where} needs {path}, which is not there")
                 continue
+            if feature and not CPU_FEATURES[feature]():
+                skipped.append(f"{example.where} needs a CPU with {feature} instructions; {cpu_model()} has none")
+                continue
+            if path:
+                _link(ROOT / path, work / path)
             if example.lang == "python":
                 _run_python(example, namespace)
-            elif example.marker == "background":
+            elif "background" in example.markers:
                 background.append(_start(example, work))
             else:
                 _run_shell(example, work)
@@ -171,7 +185,7 @@ def _run_python(example, namespace) -> None:
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
         exec(compile(example.body, example.where, "exec"), namespace)
-    if example.marker == "prints":
+    if "prints" in example.markers:
         printed = [line.rstrip() for line in output.getvalue().rstrip("\n").splitlines()]
         assert printed == example.expected_output(), f"{example.where} prints something else"
 
@@ -191,7 +205,8 @@ def _run_shell(example, work: Path) -> None:
 
 def _start(example, work: Path) -> subprocess.Popen:
     """Start a block that keeps running; return once its URL answers."""
-    port = int(example.argument.split(":")[2].split("/")[0])
+    url = example.markers["background"]
+    port = int(url.split(":")[2].split("/")[0])
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", port)) == 0:
             pytest.skip(f"{example.where}: port {port} is taken on this machine")
@@ -204,13 +219,13 @@ def _start(example, work: Path) -> subprocess.Popen:
     while time.monotonic() < deadline:
         assert process.poll() is None, f"{example.where} stopped:\n{(work / 'background.log').read_text()[-3000:]}"
         try:
-            with urllib.request.urlopen(example.argument, timeout=5) as answer:
+            with urllib.request.urlopen(url, timeout=5) as answer:
                 if answer.status == 200:
                     return process
         except OSError:
             time.sleep(1)
     os.killpg(process.pid, signal.SIGTERM)
-    raise AssertionError(f"{example.where}: {example.argument} did not answer in 300 s")
+    raise AssertionError(f"{example.where}: {url} did not answer in 300 s")
 
 
 def test_config_snippets_parse_and_name_registered_functions():
