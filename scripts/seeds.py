@@ -7,8 +7,10 @@ Each seed trains with ``--system.seed SEED --output RUNS/NAME-seedSEED`` added t
 (RUNS: ``--runs-dir``, default training/seeds), then ``spacy evaluate`` scores its model-best
 (selected on dev) on the test set: ``project/results/NAME-seedSEED.json`` holds those scores with
 the seed, the command, the device, the machine (``machine``: CPU, its flags, threads) and the
-training time. A command ``python -m spacy_w2ner
-train`` gets ``--resume`` too: a seed that was interrupted continues from its newest checkpoint,
+training time; where the pipeline's encoder is a folder that ``adapt-encoder`` wrote, ``encoder``
+holds that adaptation's command, steps and final held-out loss and the SHA-256 of its weights
+(``encoder_record``), so a seed names the encoder it started from on any machine. A command
+``python -m spacy_w2ner train`` gets ``--resume`` too: a seed that was interrupted continues from its newest checkpoint,
 one that finished training is only evaluated, and the JSON says the run's steps, training
 seconds (over all its sessions) and how many times it was resumed. A training command stopped
 by a signal stops this script with its exit code (run it again to continue). ``project/results/NAME-seeds.json`` holds the mean, standard deviation, minimum
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "project" / "results"
@@ -95,6 +98,9 @@ def train_and_evaluate(args, command, seed: int, path: Path) -> None:
         device="cpu" if args.gpu_id < 0 else f"cuda:{args.gpu_id}",
         machine=machine(),
     )
+    encoder = encoder_record(output / "model-best")
+    if encoder is not None:
+        result.update(encoder=encoder)
     if resumable:
         run = json.loads((output / "run.json").read_text(encoding="utf8"))
         result.update(train_seconds=run["seconds"], steps=run["steps"], resumes=run["resumes"], best_step=run["best_step"])
@@ -111,6 +117,30 @@ def machine() -> dict:
     flags = cpu_flags()
     return {"cpu": cpu_model(), "flags": [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in flags],
             "threads": os.environ.get("OMP_NUM_THREADS")}  # fmt: skip
+
+
+def encoder_record(pipeline: Path) -> Optional[dict]:
+    """The adapted encoder a pipeline's transformer started from (None for an encoder by name, by a
+    registered function such as the recipes' ``spacy_w2ner.encoder_path.v1``, or in a folder
+    ``adapt-encoder`` did not write): its folder, the adaptation's command, whether it
+    finished, its steps and last held-out MLM loss (its ``adapt.json``), and each weights file's
+    SHA-256."""
+    from thinc.api import Config
+
+    from spacy_w2ner.files import sha256_file
+    from spacy_w2ner.training.adapt.directory import RECORD
+
+    config = Config().from_disk(pipeline / "config.cfg", interpolate=False)
+    name = config.get("components", {}).get("transformer", {}).get("model", {}).get("name")
+    folder = Path(name).expanduser() if isinstance(name, str) else None
+    if folder is None or not (folder / RECORD).is_file():
+        return None
+    adaptation = json.loads((folder / RECORD).read_text(encoding="utf8"))
+    evaluations = adaptation.get("evaluations") or [{}]
+    weights = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
+    return {"path": str(name), "command": adaptation.get("command"), "finished": adaptation.get("finished"),
+            "steps": adaptation.get("steps"), "held_out_loss": evaluations[-1].get("held_out_loss"),
+            "sha256": {p.name: sha256_file(p) for p in weights}}  # fmt: skip
 
 
 def seed_results(name: str) -> list[Path]:

@@ -46,3 +46,42 @@ def test_the_committed_mpnet_summary_is_reproduced_from_its_seed_files(tmp_path,
     monkeypatch.setattr(seeds, "RESULTS", tmp_path)
     expected = json.loads((committed / "cadec-w2ner-mpnet-seeds.json").read_text(encoding="utf8"))
     assert seeds.summarize("cadec-w2ner-mpnet", "w2ner_f") == expected
+
+
+def pipeline_starting_from(tmp_path: Path, name: str) -> Path:
+    from thinc.api import Config
+
+    pipeline = tmp_path / "model-best"
+    pipeline.mkdir()
+    config = {"components": {"transformer": {"factory": "transformer", "model": {"@architectures": "spacy-transformers.TransformerModel.v3", "name": name}}}}
+    Config(config).to_disk(pipeline / "config.cfg")
+    return pipeline
+
+
+def test_a_seed_names_the_adapted_encoder_it_started_from_by_its_record_and_weights(tmp_path):
+    import hashlib
+
+    encoder = tmp_path / "encoders" / "mpnet-cadec"
+    encoder.mkdir(parents=True)
+    (encoder / "model.safetensors").write_bytes(b"weights")
+    (encoder / "vocab.txt").write_text("[PAD]\n", encoding="utf8")
+    record = {"command": "python -m spacy_w2ner adapt-encoder ...", "finished": True, "steps": 6888,
+              "evaluations": [{"step": 0, "held_out_loss": 12.5}, {"step": 6888, "held_out_loss": 2.41}]}  # fmt: skip
+    (encoder / "adapt.json").write_text(json.dumps(record), encoding="utf8")
+    found = seeds.encoder_record(pipeline_starting_from(tmp_path, str(encoder)))
+    assert found == {"path": str(encoder), "command": record["command"], "finished": True, "steps": 6888,
+                     "held_out_loss": 2.41, "sha256": {"model.safetensors": hashlib.sha256(b"weights").hexdigest()}}  # fmt: skip
+
+
+def test_an_encoder_by_name_or_a_folder_adapt_encoder_did_not_write_has_no_record(tmp_path):
+    assert seeds.encoder_record(pipeline_starting_from(tmp_path, "all-mpnet-base-v2")) is None
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "config.cfg").write_bytes((Path(__file__).resolve().parents[2] / "project" / "configs" / "w2ner_mpnet_gpu.cfg").read_bytes())
+    assert seeds.encoder_record(recipe) is None  # the recipe's encoder_path.v1, a fetched encoder
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "model-best" / "config.cfg").unlink()
+    (tmp_path / "model-best").rmdir()
+    assert seeds.encoder_record(pipeline_starting_from(tmp_path, str(plain))) is None
