@@ -184,9 +184,28 @@ class DilatedConvolutions(nn.Module):
             for conv in self.convs:
                 # Padding cells are zeroed after every layer, so what a sentence gets
                 # does not depend on how long the other sentences in its batch are.
-                x = F.gelu(conv(x)) * mask
+                x = F.gelu(convolve(conv, x)) * mask
                 outputs.append(x)
         return torch.cat(outputs, dim=1).permute(0, 2, 3, 1)
+
+
+def convolve(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """``conv(x)``, except a training pass of a dilated convolution in bfloat16 on a CPU, which runs
+    in float32 (the weights cast inside the graph: their gradients come back in bfloat16).
+
+    oneDNN's bfloat16 weight gradient of a dilated depthwise convolution in channels last (torch
+    2.13, AVX512-BF16) is wrong once the grid is 29 or more words wide: 100% off or more, inf or
+    NaN, and different on each call (its output and input gradient are right; dilation 1 is
+    right). In float32, channels last as before, a training step with the grid network's copies
+    is as fast as it was (bench/README.md, "bfloat16 copies of the weights"), and its gradients
+    are float32's within bfloat16's rounding (``tests/nn/test_network.py``)."""
+    weight = conv.weight
+    trains_weight = torch.is_grad_enabled() and weight.requires_grad
+    if not (trains_weight and weight.dtype == torch.bfloat16 and x.device.type == "cpu" and conv.dilation != (1, 1)):
+        return conv(x)
+    bias = None if conv.bias is None else conv.bias.float()
+    out = F.conv2d(x.float(), weight.float(), bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+    return out.to(x.dtype)
 
 
 class CoPredictor(nn.Module):
