@@ -40,8 +40,9 @@ setup(
         # Label Studio itself is an application with its own environment (scripts/label_studio_venv.sh).
         "label-studio": ["fastapi>=0.110", "uvicorn>=0.29"],
         # Annotation, serving and training across processes and machines (--engine ray, train
-        # --ray-workers): Ray Data, Ray Serve, Ray Train.
-        "ray": ["ray[data,serve,train]>=2.60,<3"],
+        # --ray-workers): Ray Data, Ray Serve, Ray Train. Below 2.64, which drops map_batches'
+        # remote arguments (max_restarts, max_task_retries: annotate.ray._actor_pool).
+        "ray": ["ray[data,serve,train]>=2.60,<2.64"],
         # BioC XML and JSON (convert/export bioc, annotate --output-format bioc).
         "bioc": ["bioc>=2.1,<3"],
         # The documentation site (mkdocs build --strict) and its examples' tests.

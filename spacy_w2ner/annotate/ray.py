@@ -154,7 +154,9 @@ def annotate_dataset(
 
 def _actor_pool(workers: int, cpus: float, gpus: float) -> Dict[str, Any]:
     """map_batches' arguments for a pool of ``workers`` actors that are restarted when they die,
-    their batch retried."""
+    their batch retried, ``RETRIES`` times (Ray's own default is without end: a document that
+    kills every actor would hang the run). Ray 2.60 takes the two limits only as remote
+    arguments, which it warns will go in 2.64: the ``ray`` extra stops below that."""
     return dict(concurrency=workers, num_cpus=cpus, num_gpus=gpus or None,
                 max_restarts=RETRIES, max_task_retries=RETRIES)
 
@@ -267,7 +269,7 @@ def annotate_with_ray(
     total = prepared.total
     source = _InputDatasource(str(input_path), prepared.input_format, run.skip, total, options.reader(), options.documents_per_task)
     # Reading is light: its tasks must not wait for the CPUs the actors hold.
-    ds = ray.data.read_datasource(source, ray_remote_args={"num_cpus": 0})
+    ds = ray.data.read_datasource(source, num_cpus=0)
     cpus = 1.0  # the read tasks take no CPU here
     annotated = ds.map_batches(
         ItemAnnotator,
