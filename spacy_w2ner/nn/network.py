@@ -176,7 +176,8 @@ class DilatedConvolutions(nn.Module):
         # first took 10x longer at dilation 3 (bench/README.md, "Training speed").
         # In the weights' dtype: float32 under mixed precision too (depthwise convolutions are
         # memory-bound, and their half-precision kernels are not the fast ones on every GPU);
-        # bfloat16 where the weights are (``nn.bfloat16``: oneDNN's kernels on a CPU).
+        # bfloat16 where the weights are (``nn.bfloat16``: oneDNN's kernels on a CPU; a
+        # training pass of the dilated ones in float32: ``convolve``).
         x = grid.permute(0, 3, 1, 2).to(self.convs[0].weight.dtype)
         x = x.contiguous(memory_format=convolution_layout(x.device))
         outputs = []
@@ -194,11 +195,12 @@ def convolve(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     in float32 (the weights cast inside the graph: their gradients come back in bfloat16).
 
     oneDNN's bfloat16 weight gradient of a dilated depthwise convolution in channels last (torch
-    2.13, AVX512-BF16) is wrong once the grid is 29 or more words wide: 100% off or more, inf or
-    NaN, and different on each call (its output and input gradient are right; dilation 1 is
-    right). In float32, channels last as before, a training step with the grid network's copies
-    is as fast as it was (bench/README.md, "bfloat16 copies of the weights"), and its gradients
-    are float32's within bfloat16's rounding (``tests/nn/test_network.py``)."""
+    2.13; an AVX512-BF16 EPYC here, and CI's CPU without those instructions) is wrong once the
+    grid is 29 or more words wide: 100% off or more, inf or NaN, and different on each call (its
+    output and input gradient are right; dilation 1 is right). In float32, channels last as
+    before, a training step with the grid network's copies is as fast as it was (bench/README.md,
+    "bfloat16 copies of the weights"), and its gradients are float32's within bfloat16's rounding
+    (``tests/nn/test_network.py``)."""
     weight = conv.weight
     trains_weight = torch.is_grad_enabled() and weight.requires_grad
     if not (trains_weight and weight.dtype == torch.bfloat16 and x.device.type == "cpu" and conv.dilation != (1, 1)):
