@@ -82,3 +82,30 @@ def test_a_float32_encoder_never_takes_the_bfloat16_one_s_folder():
     command = trials.recipe_command(runs, trials.settings(runs, "float32")["adapted-longer"], "float32")
     assert command[command.index("--components.transformer.model.name") + 1] == "/runs/encoders/mpnet-cadec-float32"
     assert command[command.index("--components.transformer.model.training_dtype") + 1] == "float32"
+
+
+def test_a_recipe_that_wins_the_choice_trains_its_seeds_again_for_levers_3_and_4(results, tmp_path, monkeypatch):
+    """The recipe's float32 runs are gone, so the chosen seeds train (nothing screened to link) with
+    the recipe's command as the trials run it, then each gets lever 3's row and the three an ensemble."""
+    for seed, f in zip((1, 2, 3), (71.93, 71.59, 71.01)):
+        finish("adapted", seed, f, 35.0)
+    commands = []
+
+    def run(command):
+        commands.append(command)
+        if "scripts/ensemble.py" in command:
+            scores = {"ensemble": {"f": 72.0}, "models": [{"scores": {"f": 71.9}}] * 3}
+            Path(command[command.index("--output") + 1]).write_text(json.dumps(scores))
+
+    monkeypatch.setattr(trials, "run", run)
+    runs = tmp_path / "runs"
+    assert trials.choose(runs, "bfloat16") == "recipe"
+    seeds = commands[0]
+    assert seeds[1:3] == ["scripts/seeds.py", "cadec-w2ner-mpnet-recipe"]
+    training = seeds[seeds.index("--") + 1 :]
+    assert training == trials.recipe_command(runs, [], "bfloat16")
+    assert not any((runs / "chosen").iterdir())  # no screened run linked: seeds.py trains all three
+    curves = [c for c in commands if "scripts/dev_curve.py" in c]
+    assert [c[c.index("--choose-by") + 1] for c in curves] == ["discontinuous_f"] * 3
+    ensembles = [c for c in commands if "scripts/ensemble.py" in c]
+    assert [c[c.index("--corpus") + 1] for c in ensembles] == [str(runs / "cadec" / "dev.spacy"), str(runs / "cadec" / "test.spacy")]
