@@ -33,7 +33,9 @@ setup(
     ],
     extras_require={
         # import-linter: the layers contract in setup.cfg, which the tests run (lint-imports).
-        "test": ["pytest>=7", "hypothesis>=6", "build", "httpx>=0.27", "playwright>=1.40", "import-linter==2.17"],
+        # httpx2, the HTTP client of the serving tests and of starlette's TestClient (bench/scaling.py)
+        # from starlette 1.2 on, which deprecates httpx (unmaintained since 2024).
+        "test": ["pytest>=7", "hypothesis>=6", "build", "httpx2>=2.17", "starlette>=1.2", "playwright>=1.40", "import-linter==2.17"],
         # Serving over HTTP on this machine (python -m spacy_w2ner serve).
         "serve": ["fastapi>=0.110", "uvicorn>=0.29"],
         # The Label Studio ML backend (python -m spacy_w2ner label-studio-backend): the same web stack.

@@ -367,7 +367,7 @@ def test_annotate_and_serve_use_the_bfloat16_pipeline_as_it_is(float_model, bflo
     from spacy_w2ner.annotate import annotate
 
     from ..conftest import write
-    from ..serve.test_serve import httpx, post, running_server
+    from ..serve.test_serve import httpx2, post, running_server
 
     source = write(tmp_path, "docs.jsonl", "\n".join(json.dumps({"id": i, "text": t}) for i, t in enumerate(TEXTS)))
     annotate(bfloat16_model, source, tmp_path / "bf16.jsonl", progress=False)
@@ -378,7 +378,7 @@ def test_annotate_and_serve_use_the_bfloat16_pipeline_as_it_is(float_model, bflo
         [(e["label"], e["fragments"]) for e in r["entities"]] for r in floats]
     with running_server(bfloat16_model) as url:
         answer = post(url, [{"id": i, "text": t} for i, t in enumerate(TEXTS)])
-        assert answer.status_code == 200 and httpx.get(f"{url}/ready").json() == {"ready": True}
+        assert answer.status_code == 200 and httpx2.get(f"{url}/ready").json() == {"ready": True}
     assert [r["entities"] for r in answer.json()] == [r["entities"] for r in records]
 
 

@@ -1,7 +1,7 @@
 """The HTTP service (spacy_w2ner.serve): started as a process, talked to over a socket with a real
 HTTP client. Records equal annotate's; bad requests get a 4xx naming the problem and the server
 keeps serving; limits, timeouts, a full queue, a client that leaves, the API key; the page in a
-real browser. Skipped without the [serve] extra (FastAPI, uvicorn, httpx)."""
+real browser. Skipped without the [serve] extra (FastAPI, uvicorn) or httpx2 (the [test] extra)."""
 import asyncio
 import json
 import os
@@ -17,7 +17,7 @@ import pytest
 
 from ..conftest import TRAIN_DATA, write
 
-httpx = pytest.importorskip("httpx")
+httpx2 = pytest.importorskip("httpx2")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.serve
@@ -46,9 +46,9 @@ def running_server(model, *options, env=None):
             if process.poll() is not None:
                 raise AssertionError(f"the server exited: {process.stdout.read()}")
             try:
-                if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+                if httpx2.get(f"{url}/ready", timeout=2).status_code == 200:
                     break
-            except httpx.TransportError:
+            except httpx2.TransportError:
                 pass
             assert time.monotonic() < deadline, "the server did not get ready"
             time.sleep(0.2)
@@ -75,20 +75,20 @@ def server(model):
 def post(url, body, **kwargs):
     content = body if isinstance(body, (bytes, str)) else json.dumps(body)
     headers = {"Content-Type": "application/json", **kwargs.pop("headers", {})}
-    return httpx.post(f"{url}/annotate", content=content, headers=headers, timeout=60, **kwargs)
+    return httpx2.post(f"{url}/annotate", content=content, headers=headers, timeout=60, **kwargs)
 
 
 def test_health_ready_metadata_and_openapi(server):
-    assert httpx.get(f"{server}/health").json() == {"status": "alive"}
-    assert httpx.get(f"{server}/ready").json() == {"ready": True}
-    meta = httpx.get(f"{server}/metadata").json()
+    assert httpx2.get(f"{server}/health").json() == {"status": "alive"}
+    assert httpx2.get(f"{server}/ready").json() == {"ready": True}
+    meta = httpx2.get(f"{server}/metadata").json()
     assert sorted(meta["labels"]) == ["DRUG", "LOC", "ORG", "SYM"] and meta["spans_key"] == "w2ner"
     assert meta["limits"]["max_documents"] == 8 and meta["engine"] == "local"
     assert meta["pipeline"]["components"] == ["tok2vec", "w2ner"] or "w2ner" in meta["pipeline"]["components"]
-    schema = httpx.get(f"{server}/openapi.json").json()
+    schema = httpx2.get(f"{server}/openapi.json").json()
     body = schema["paths"]["/annotate"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert "anyOf" in body and "Document" in schema["components"]["schemas"]
-    assert httpx.get(f"{server}/docs").status_code == 200
+    assert httpx2.get(f"{server}/docs").status_code == 200
 
 
 def test_records_are_annotates_records(server, model, tmp_path):
@@ -150,23 +150,23 @@ def test_bad_requests_get_a_4xx_naming_the_problem_and_the_server_keeps_serving(
 
 
 def test_other_routes_and_methods_answer_json_errors(server):
-    assert httpx.get(f"{server}/annotate").status_code == 405
-    missing = httpx.get(f"{server}/nothing")
+    assert httpx2.get(f"{server}/annotate").status_code == 405
+    missing = httpx2.get(f"{server}/nothing")
     assert missing.status_code == 404 and missing.json() == {"error": "Not Found"}
 
 
 def test_concurrent_requests_are_batched_and_all_answered(server):
-    before = httpx.get(f"{server}/metadata").json()["batches_run"]
+    before = httpx2.get(f"{server}/metadata").json()["batches_run"]
 
     async def many():
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with httpx2.AsyncClient(timeout=60) as client:
             calls = [client.post(f"{server}/annotate", json={"text": TEXTS[k % 4], "id": k}) for k in range(40)]
             return await asyncio.gather(*calls)
 
     answers = asyncio.run(many())
     assert [a.status_code for a in answers] == [200] * 40
     assert [a.json()["id"] for a in answers] == list(range(40))
-    batches = httpx.get(f"{server}/metadata").json()["batches_run"] - before
+    batches = httpx2.get(f"{server}/metadata").json()["batches_run"] - before
     assert batches < 40  # requests shared nlp.pipe calls
 
 
@@ -176,25 +176,25 @@ def test_a_full_queue_is_503_and_a_slow_answer_504_and_nothing_half_answered(mod
         assert full.status_code == 503 and "limit is 3" in full.json()["error"] and full.headers["retry-after"] == "1"
         slow = post(url, [{"text": ODD * 10}, {"text": ODD * 10}, {"text": ODD * 10}])
         assert slow.status_code == 504 and "nothing of the request is returned" in slow.json()["error"]
-        assert httpx.get(f"{url}/health").status_code == 200
+        assert httpx2.get(f"{url}/health").status_code == 200
 
 
 def test_a_client_that_leaves_frees_its_slot(model):
     n_docs = 2000  # one a batch: tens of seconds of work, the client leaves as the first batches run
     with running_server(model, "--max-batch-size", 1, "--max-documents", n_docs) as url:
-        before = httpx.get(f"{url}/metadata").json()["batches_run"]
+        before = httpx2.get(f"{url}/metadata").json()["batches_run"]
         body = json.dumps([{"text": ODD * 4} for _ in range(n_docs)]).encode()
         with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as sock:
             sock.sendall(b"POST /annotate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)  # fmt: skip
             deadline = time.monotonic() + 60
-            while httpx.get(f"{url}/metadata").json()["batches_run"] == before and time.monotonic() < deadline:
+            while httpx2.get(f"{url}/metadata").json()["batches_run"] == before and time.monotonic() < deadline:
                 time.sleep(0.02)  # until it is being answered
         deadline = time.monotonic() + 60
-        while httpx.get(f"{url}/metadata").json()["documents_waiting"] and time.monotonic() < deadline:
+        while httpx2.get(f"{url}/metadata").json()["documents_waiting"] and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert httpx.get(f"{url}/metadata").json()["documents_waiting"] == 0
-        ran = httpx.get(f"{url}/metadata").json()["batches_run"] - before
+        assert httpx2.get(f"{url}/metadata").json()["documents_waiting"] == 0
+        ran = httpx2.get(f"{url}/metadata").json()["batches_run"] - before
         assert 0 < ran < n_docs // 2, ran  # the documents of the gone request were dropped, not all annotated
         assert post(url, {"text": TEXTS[0]}).status_code == 200
 
@@ -205,18 +205,18 @@ def test_an_api_key_guards_everything_but_health(model):
         wrong = post(url, {"text": "a"}, headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401 and "Bearer" in wrong.json()["error"]
         assert post(url, {"text": TEXTS[0]}, headers={"Authorization": "Bearer s3cret"}).status_code == 200
-        assert httpx.get(f"{url}/metadata").status_code == 401
-        assert httpx.get(f"{url}/health").status_code == 200 and httpx.get(f"{url}/ready").status_code == 200
+        assert httpx2.get(f"{url}/metadata").status_code == 401
+        assert httpx2.get(f"{url}/health").status_code == 200 and httpx2.get(f"{url}/ready").status_code == 200
 
 
 def test_render_draws_escaped_text_and_grids(server):
-    answer = httpx.post(f"{server}/render", json={"text": "<script>alert(1)</script> " + TEXTS[0], "grid": True}, timeout=60)
+    answer = httpx2.post(f"{server}/render", json={"text": "<script>alert(1)</script> " + TEXTS[0], "grid": True}, timeout=60)
     assert answer.status_code == 200
     drawn = answer.json()
     assert "<script>alert" not in drawn["html"] and "&lt;script&gt;" in drawn["html"]
     assert drawn["grids"] and all(grid.count("<svg") == 1 for grid in drawn["grids"])
     assert drawn["record"]["entities"]
-    assert httpx.post(f"{server}/render", json={"grid": True}).status_code == 422
+    assert httpx2.post(f"{server}/render", json={"grid": True}).status_code == 422
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -261,7 +261,7 @@ def test_the_ray_engine_serves_the_same_app_and_records(model, server):
     local = post(server, [{"text": t} for t in texts]).json()
     env = {"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     with running_server(model, "--engine", "ray", "--replicas", 2, "--cpus-per-replica", 0.5, env=env) as url:
-        assert httpx.get(f"{url}/metadata").json()["engine"] == "ray"
+        assert httpx2.get(f"{url}/metadata").json()["engine"] == "ray"
         answers = [post(url, [{"text": t} for t in texts]) for _ in range(4)]  # the router spreads them
         assert all(a.status_code == 200 and a.json() == local for a in answers)
         refused = post(url, [])
