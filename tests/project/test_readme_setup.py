@@ -67,3 +67,10 @@ def test_scripts_call_pip_through_the_interpreter():
             if line.strip().startswith("#"):
                 continue
             assert not re.search(r"(^|[;&|(]\s*)pip3?\s", line.strip()), f"{path.name}: {line}"
+
+
+def test_the_python_the_readme_asks_for_is_the_package_s_floor():
+    """README and docs/install.md name the Python that setup.py's python_requires allows, no older."""
+    floor = re.search(r'python_requires=">=(3\.\d+)"', (ROOT / "setup.py").read_text(encoding="utf8")).group(1)
+    for page in ("README.md", "docs/install.md"):
+        assert f"On a fresh machine with Python {floor}+," in (ROOT / page).read_text(encoding="utf8"), page
