@@ -113,9 +113,11 @@ class FusedUpdate:
 
     def _cuda_autocast(self, cache_enabled: bool = True):
         """torch's CUDA autocast as Thinc's shim makes it (on where its mixed precision is), to the
-        shim's half dtype."""
+        shim's half dtype; off for a module on the CPU, which it would not touch (Thinc's turns it
+        on there too, and torch warns on every process without CUDA that it is disabling it)."""
         dtype = HALF_DTYPES[self.half_dtype]
-        return torch.autocast("cuda", dtype=dtype, enabled=self._mixed_precision, cache_enabled=cache_enabled)
+        enabled = bool(self._mixed_precision) and self.device.type == "cuda"
+        return torch.autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     def _autocasts_on_cpu(self) -> bool:
         """Whether this module trains and predicts under the CPU's bfloat16 autocast."""
