@@ -6,8 +6,9 @@ size") says, from a fresh machine or from where an earlier run of this script st
 
 Every step is skipped when its output is there and resumes from its newest checkpoint when it
 is not, so the script is run again after any stop: CADEC converted (``RUNS/cadec``), MPNet
-fetched, MPNet adapted to CADEC's training text (lever 1's encoder, ``RUNS/encoders/mpnet-cadec``),
-then the dev-only runs in the rule's order, each a ``scripts/seeds.py`` seed scored on dev
+fetched, then the dev-only runs in the rule's order (on a machine where lever 1's encoder,
+``RUNS/encoders/mpnet-cadec``, has not been adapted yet, the runs that do not need it first; it is
+adapted, 1.5-2 hours, before the first that does), each a ``scripts/seeds.py`` seed scored on dev
 (``project/results/cadec-w2ner-mpnet-SETTING-dev-seedN.json``) with its dev curve (``...-dev.json``
 beside it), then the Choice: the setting with the highest mean dev F of those with three seeds
 (the recipe's float32 seeds included) is tested once, with lever 3's second row and lever 4's
@@ -106,7 +107,8 @@ def goes_on(setting: str) -> Optional[bool]:
 
 
 def queue() -> List[tuple]:
-    """The (setting, seed) runs the rule asks for now, in its order; a decision still open ends it."""
+    """The (setting, seed) runs the rule asks for now, in its order; a decision still open ends it
+    where the runs after it depend on it."""
     order: List[tuple] = [("adapted", 1)]
     lever1 = goes_on("adapted")
     if lever1 is None:
@@ -115,10 +117,8 @@ def queue() -> List[tuple]:
     order.append(("longer", 1))
     if lever1:
         order.append(("adapted-longer", 1))
-        both = goes_on("adapted-longer")
-        if both is None:
-            return order
-        order += [("adapted-longer", 2), ("adapted-longer", 3)] if both else []
+        # Open, this decision holds back no run of its own: longer's seeds 2-3 may queue behind it.
+        order += [("adapted-longer", 2), ("adapted-longer", 3)] if goes_on("adapted-longer") else []
     lever2 = goes_on("longer")
     if lever2 is None:
         return order
@@ -130,15 +130,54 @@ def run(command: List[str]) -> None:
     subprocess.run(command, cwd=ROOT, check=True)
 
 
-def prepare(runs: Path, dtype: str) -> None:
-    """CADEC converted, MPNet fetched and adapted to CADEC's training text (lever 1's encoder)."""
+def prepare(runs: Path) -> None:
+    """CADEC converted and MPNet fetched."""
     cadec = runs / "cadec"
     for split in ("train", "dev", "test"):
         if not (cadec / f"{split}.spacy").exists():
             run([sys.executable, "-m", "spacy_w2ner", "convert", "w2ner-json", str(CADEC / f"{split}.json"), str(cadec)])
     run([sys.executable, "-m", "spacy_w2ner", "fetch-encoder", ENCODER])
-    run([sys.executable, "-m", "spacy_w2ner", "adapt-encoder", ENCODER, str(cadec / "train.spacy"),
+
+
+def needs_adapted_encoder(setting: str) -> bool:
+    return setting.startswith("adapted")
+
+
+def encoder_adapted(runs: Path, dtype: str) -> bool:
+    """Whether lever 1's encoder has finished adapting (adapt-encoder's record says so)."""
+    record = adapted_encoder(runs, dtype) / "adapt.json"
+    return record.exists() and bool(json.loads(record.read_text(encoding="utf8")).get("finished"))
+
+
+def adapt(runs: Path, dtype: str) -> None:
+    """MPNet adapted to CADEC's training text (lever 1's encoder), resumed where it stopped."""
+    run([sys.executable, "-m", "spacy_w2ner", "adapt-encoder", ENCODER, str(runs / "cadec" / "train.spacy"),
          "--output", str(adapted_encoder(runs, dtype)), "--resume", "--training-dtype", dtype])  # fmt: skip
+
+
+def next_pending(runs: Path, dtype: str, done: set) -> Optional[tuple]:
+    """The run to train next (None: the Choice is next)."""
+    pending = [job for job in queue() if job not in done and not finished(*job)]
+    return next_run(pending, encoder_adapted(runs, dtype)) if pending else None
+
+
+def next_run(pending: List[tuple], adapted: bool) -> tuple:
+    """The first pending run; while lever 1's encoder is not adapted (a fresh machine: 1.5-2 hours),
+    the first that does not need it. The order of the runs changes none of the rule's decisions."""
+    if not adapted:
+        ready = [job for job in pending if not needs_adapted_encoder(job[0])]
+        if ready:
+            return ready[0]
+    return pending[0]
+
+
+def dev_curve(setting: str, seed: int) -> Path:
+    return RESULTS / f"{dev_name(setting)}-seed{seed}-dev.json"
+
+
+def finished(setting: str, seed: int) -> bool:
+    """A dev-only seed scored on dev, with its dev curve."""
+    return dev_result(setting, seed).exists() and dev_curve(setting, seed).exists()
 
 
 def train_on_dev(runs: Path, setting: str, seed: int, dtype: str) -> None:
@@ -146,11 +185,25 @@ def train_on_dev(runs: Path, setting: str, seed: int, dtype: str) -> None:
     name = dev_name(setting)
     run([sys.executable, "scripts/seeds.py", name, "--seeds", str(seed), "--test", str(runs / "cadec" / "dev.spacy"),
          "--runs-dir", str(runs / "screen"), "--", *recipe_command(runs, settings(runs, dtype)[setting], dtype)])  # fmt: skip
-    curve = RESULTS / f"{name}-seed{seed}-dev.json"
+    curve = dev_curve(setting, seed)
     if not curve.exists():
         command = json.loads(dev_result(setting, seed).read_text(encoding="utf8"))["command"]
         run([sys.executable, "scripts/dev_curve.py", str(runs / "screen" / f"{name}-seed{seed}"),
              "--output", str(curve), "--command", command])  # fmt: skip
+
+
+def train_the_queue(runs: Path, dtype: str) -> None:
+    """Every run the rule asks for, lever 1's encoder adapted before the first that needs it."""
+    done: set = set()
+    while True:
+        job = next_pending(runs, dtype, done)
+        if job is None:
+            return
+        setting, seed = job
+        if needs_adapted_encoder(setting) and not encoder_adapted(runs, dtype):
+            adapt(runs, dtype)
+        train_on_dev(runs, setting, seed, dtype)
+        done.add(job)
 
 
 def mean_dev_f(setting: str) -> Optional[float]:
@@ -212,20 +265,14 @@ def main() -> None:
     if args.plan:
         print(json.dumps({"training_dtype": dtype, "baseline": baseline(), "seeds 2-3": {s: goes_on(s) for s in settings(runs, dtype)},
                           "mean dev F of three seeds": {s: mean_dev_f(s) for s in choices(runs, dtype)},
-                          "queue": [(s, n, dev_result(s, n).exists()) for s, n in queue()]}, indent=1))  # fmt: skip
+                          "queue": [(s, n, dev_result(s, n).exists()) for s, n in queue()],
+                          "lever 1's encoder adapted": encoder_adapted(runs, dtype), "next": next_pending(runs, dtype, set())}, indent=1))  # fmt: skip
         return
     from spacy_w2ner.nn.cpu import cpu_model
 
     print(f"issue 73's trials on {cpu_model()}, {os.environ['OMP_NUM_THREADS']} threads, training in {dtype}", flush=True)
-    prepare(runs, dtype)
-    done: set = set()
-    while True:
-        pending = [job for job in queue() if job not in done]
-        if not pending:
-            break
-        setting, seed = pending[0]
-        train_on_dev(runs, setting, seed, dtype)
-        done.add((setting, seed))
+    prepare(runs)
+    train_the_queue(runs, dtype)
     choose(runs, dtype)
 
 

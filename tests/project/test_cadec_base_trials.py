@@ -109,3 +109,44 @@ def test_a_recipe_that_wins_the_choice_trains_its_seeds_again_for_levers_3_and_4
     assert [c[c.index("--choose-by") + 1] for c in curves] == ["discontinuous_f"] * 3
     ensembles = [c for c in commands if "scripts/ensemble.py" in c]
     assert [c[c.index("--corpus") + 1] for c in ensembles] == [str(runs / "cadec" / "dev.spacy"), str(runs / "cadec" / "test.spacy")]
+
+
+def test_longer_s_seeds_2_and_3_queue_behind_the_open_decision_on_both_levers(results):
+    """adapted-longer's decision is open while its seed 1 runs; longer's seeds do not depend on it."""
+    finish("adapted", 1, 71.93, 35.76)
+    finish("longer", 1, 71.54, 31.21)
+    tail = [("longer", 1), ("adapted-longer", 1), ("longer", 2), ("longer", 3)]
+    assert trials.queue()[-4:] == tail
+    finish("adapted-longer", 1, 71.60, 30.0)  # goes on: its seeds come before longer's
+    assert trials.queue()[-5:] == [("adapted-longer", 1), ("adapted-longer", 2), ("adapted-longer", 3), ("longer", 2), ("longer", 3)]
+
+
+def test_a_machine_without_lever_1_s_encoder_trains_what_does_not_need_it_first(results, tmp_path, monkeypatch):
+    """A fresh machine trains longer's seeds before it spends 1.5-2 hours adapting the encoder, then
+    adapts it once, before the first run that needs it; finished runs are not trained again."""
+    for seed in (1, 2, 3):
+        finish("adapted", seed, 71.5, 35.0)
+        trials.dev_curve("adapted", seed).write_text("{}")
+    finish("longer", 1, 71.54, 31.21)
+    trials.dev_curve("longer", 1).write_text("{}")
+    runs = tmp_path / "runs"
+    order = []
+
+    def adapt(runs_, dtype):
+        order.append("adapt")
+        encoder = trials.adapted_encoder(runs_, dtype)
+        encoder.mkdir(parents=True)
+        (encoder / "adapt.json").write_text(json.dumps({"finished": True}))
+
+    def train_on_dev(runs_, setting, seed, dtype):
+        order.append((setting, seed))
+        finish(setting, seed, 71.0, 30.0)  # below the baseline: adapted-longer stops at seed 1
+        trials.dev_curve(setting, seed).write_text("{}")
+
+    monkeypatch.setattr(trials, "adapt", adapt)
+    monkeypatch.setattr(trials, "train_on_dev", train_on_dev)
+    assert trials.next_pending(runs, "bfloat16", set()) == ("longer", 2)
+    trials.train_the_queue(runs, "bfloat16")
+    assert order == [("longer", 2), ("longer", 3), "adapt", ("adapted-longer", 1)]
+    assert trials.encoder_adapted(runs, "bfloat16")
+    assert trials.next_pending(runs, "bfloat16", set()) is None
