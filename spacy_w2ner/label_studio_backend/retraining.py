@@ -40,7 +40,7 @@ from spacy.tokens import DocBin
 from thinc.api import Config
 
 from ..files import remove_tree, write_atomically
-from .corrections import Corrections, GatherError, export_tasks, run_docs
+from .corrections import SPLIT_FILE, Corrections, GatherError, export_tasks, run_docs
 from .options import BackendOptions
 from .serving import Serving
 
@@ -274,7 +274,7 @@ class Retrainer:
 
         reader = spacy.load(self.serving.path, exclude=_pipe_names(self.serving.path))  # its tokenizer and vocab
         train, dev, counts = run_docs(run / "annotations.json", reader, self.serving.labels, self.serving.spans_key,
-                                      self.directory / "split.json", self.options.dev_share)  # fmt: skip
+                                      self.directory / SPLIT_FILE, self.options.dev_share)  # fmt: skip
         for name, docs in (("train", train), ("dev", dev)):
             DocBin(docs=docs, store_user_data=False).to_disk(run / f"{name}.spacy")
         base_path = Path(self.options.train_config) if self.options.train_config else Path(self.serving.path) / "config.cfg"
