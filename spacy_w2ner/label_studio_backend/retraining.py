@@ -40,6 +40,7 @@ from spacy.tokens import DocBin
 from thinc.api import Config
 
 from ..files import remove_tree, write_atomically
+from ..training.run import RUN_FILE
 from .corrections import SPLIT_FILE, Corrections, GatherError, export_tasks, run_docs
 from .options import BackendOptions
 from .serving import Serving
@@ -214,7 +215,7 @@ class Retrainer:
 
     def _train(self, run: Path) -> int:
         arguments = ["-m", "spacy_w2ner", "train", str(run / "config.cfg"), "--output", str(run / "train"), "--resume"]
-        resumed = (run / "train" / "run.json").exists()
+        resumed = (run / "train" / RUN_FILE).exists()
         log.info("%s: %s training (python %s)", run.name, "resuming" if resumed else "starting", " ".join(arguments))
         with open(run / "train.log", "ab") as file:
             self._process = subprocess.Popen(child_command(*arguments), stdout=file, stderr=subprocess.STDOUT,
