@@ -145,8 +145,10 @@ def needs_adapted_encoder(setting: str) -> bool:
 
 def encoder_adapted(runs: Path, dtype: str) -> bool:
     """Whether lever 1's encoder has finished adapting (adapt-encoder's record says so)."""
-    record = adapted_encoder(runs, dtype) / "adapt.json"
-    return record.exists() and bool(json.loads(record.read_text(encoding="utf8")).get("finished"))
+    from spacy_w2ner.training.adapt.directory import adaptation_directory
+
+    record = adaptation_directory(adapted_encoder(runs, dtype)).record
+    return bool(record and record.get("finished"))
 
 
 def adapt(runs: Path, dtype: str) -> None:
