@@ -11,8 +11,9 @@ fetched, then the dev-only runs in the rule's order (on a machine where lever 1'
 adapted, 1.5-2 hours, before the first that does), each a ``scripts/seeds.py`` seed scored on dev
 (``project/results/cadec-w2ner-mpnet-SETTING-dev-seedN.json``) with its dev curve (``...-dev.json``
 beside it), then the Choice: the setting with the highest mean dev F of those with three seeds
-(the recipe's float32 seeds included) is tested once, with lever 3's second row and lever 4's
-ensemble (a recipe that wins trains its seeds again for them: its float32 runs are gone). ``--plan`` prints what would run next and
+(the recipe's float32 seeds included) is tested once, seed by seed with lever 3's second row, and lever 4's
+ensemble (a recipe that wins trains its seeds again for them: its float32 runs are gone; a seed whose
+model went with an earlier machine trains again as the ensemble's member). ``--plan`` prints what would run next and
 the rule's decisions so far, and runs nothing. Needs the README's setup (``scripts/install.sh``
 in a virtual environment) and ``../shared/corpora/cadec``.
 """
@@ -230,29 +231,54 @@ def choose(runs: Path, dtype: str) -> str:
     means = {s: f for s, f in means.items() if f is not None}
     chosen = max(means, key=means.get)
     print(f"mean dev F of the settings with three seeds: {means}; chosen: {chosen}", flush=True)
-    chosen_dir = runs / "chosen"
-    chosen_dir.mkdir(parents=True, exist_ok=True)
     for seed in (1, 2, 3):
-        # A screened run is tested where it is; one lost with an earlier machine trains again
-        # (seeds.py records its own dev F beside the screened one's).
-        link, screened = chosen_dir / f"cadec-w2ner-mpnet-{chosen}-seed{seed}", runs / "screen" / f"{dev_name(chosen)}-seed{seed}"
-        if not link.exists() and not link.is_symlink() and (screened / "run.json").exists():
-            link.symlink_to(screened)
-    test = str(runs / "cadec" / "test.spacy")
-    run([sys.executable, "scripts/seeds.py", f"cadec-w2ner-mpnet-{chosen}", "--seeds", "1", "2", "3", "--test", test,
-         "--runs-dir", str(chosen_dir), "--", *recipe_command(runs, choices(runs, dtype)[chosen], dtype)])  # fmt: skip
-    models = [str(chosen_dir / f"cadec-w2ner-mpnet-{chosen}-seed{seed}" / "model-best") for seed in (1, 2, 3)]
-    for seed, model in zip((1, 2, 3), models):
-        run([sys.executable, "scripts/dev_curve.py", str(Path(model).parent), "--output",
-             str(RESULTS / f"cadec-w2ner-mpnet-{chosen}-seed{seed}-dev.json"), "--test", test,
-             "--choose-by", "discontinuous_f"])  # fmt: skip
+        evaluate_chosen_seed(runs, chosen, seed, dtype)
+    models = [str(ensemble_member(runs, chosen, seed, dtype)) for seed in (1, 2, 3)]
     ensemble_dev = RESULTS / f"cadec-w2ner-mpnet-{chosen}-ensemble-dev.json"
     run([sys.executable, "scripts/ensemble.py", *models, "--corpus", str(runs / "cadec" / "dev.spacy"), "--output", str(ensemble_dev)])
     scores = json.loads(ensemble_dev.read_text(encoding="utf8"))
     if scores["ensemble"]["f"] > statistics.mean(model["scores"]["f"] for model in scores["models"]):
-        run([sys.executable, "scripts/ensemble.py", *models, "--corpus", test,
+        run([sys.executable, "scripts/ensemble.py", *models, "--corpus", str(runs / "cadec" / "test.spacy"),
              "--output", str(RESULTS / f"cadec-w2ner-mpnet-{chosen}-ensemble.json")])  # fmt: skip
     return chosen
+
+
+def chosen_run(runs: Path, chosen: str, seed: int) -> Path:
+    return runs / "chosen" / f"cadec-w2ner-mpnet-{chosen}-seed{seed}"
+
+
+def evaluate_chosen_seed(runs: Path, chosen: str, seed: int, dtype: str) -> None:
+    """One seed of the chosen setting tested once (a seed whose JSON is here is not trained again),
+    then lever 3's second row from its checkpoints: seed by seed, so a machine that goes takes one
+    seed's work with it at most."""
+    link, screened = chosen_run(runs, chosen, seed), runs / "screen" / f"{dev_name(chosen)}-seed{seed}"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    # A screened run is tested where it is; one lost with an earlier machine trains again
+    # (seeds.py records its own dev F beside the screened one's).
+    if not link.exists() and not link.is_symlink() and (screened / "run.json").exists():
+        link.symlink_to(screened)
+    test = str(runs / "cadec" / "test.spacy")
+    run([sys.executable, "scripts/seeds.py", f"cadec-w2ner-mpnet-{chosen}", "--seeds", str(seed), "--test", test,
+         "--runs-dir", str(link.parent), "--", *recipe_command(runs, choices(runs, dtype)[chosen], dtype)])  # fmt: skip
+    lever_3 = RESULTS / f"cadec-w2ner-mpnet-{chosen}-seed{seed}-dev.json"
+    if not lever_3.exists() and not (link / "run.json").exists():  # tested, then its machine went
+        print(f"no {lever_3.name}: seed {seed}'s checkpoints went with the machine that tested it", flush=True)
+    elif not lever_3.exists():
+        run([sys.executable, "scripts/dev_curve.py", str(link), "--output", str(lever_3), "--test", test,
+             "--choose-by", "discontinuous_f"])  # fmt: skip
+
+
+def ensemble_member(runs: Path, chosen: str, seed: int, dtype: str) -> Path:
+    """Seed N's model in lever 4's ensemble, which needs the three on one machine: the tested one
+    while this machine holds it; else the same command and seed trained again, once, in
+    RUNS/chosen/members (resumed where it stopped; scored alone in the ensemble's JSON)."""
+    tested = chosen_run(runs, chosen, seed) / "model-best"
+    if tested.exists():
+        return tested
+    member = runs / "chosen" / "members" / chosen_run(runs, chosen, seed).name
+    run([*recipe_command(runs, choices(runs, dtype)[chosen], dtype), "--system.seed", str(seed),
+         "--output", str(member), "--gpu-id", "-1", "--resume"])  # fmt: skip
+    return member / "model-best"
 
 
 def main() -> None:

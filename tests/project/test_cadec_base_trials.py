@@ -93,22 +93,69 @@ def test_a_recipe_that_wins_the_choice_trains_its_seeds_again_for_levers_3_and_4
 
     def run(command):
         commands.append(command)
+        if "scripts/seeds.py" in command:  # a seed trained and tested on this machine
+            trained = trials.chosen_run(runs, "recipe", int(command[command.index("--seeds") + 1]))
+            (trained / "model-best").mkdir(parents=True)
+            (trained / "run.json").write_text("{}")
         if "scripts/ensemble.py" in command:
             scores = {"ensemble": {"f": 72.0}, "models": [{"scores": {"f": 71.9}}] * 3}
             Path(command[command.index("--output") + 1]).write_text(json.dumps(scores))
 
-    monkeypatch.setattr(trials, "run", run)
     runs = tmp_path / "runs"
+    monkeypatch.setattr(trials, "run", run)
     assert trials.choose(runs, "bfloat16") == "recipe"
     seeds = commands[0]
     assert seeds[1:3] == ["scripts/seeds.py", "cadec-w2ner-mpnet-recipe"]
     training = seeds[seeds.index("--") + 1 :]
     assert training == trials.recipe_command(runs, [], "bfloat16")
-    assert not any((runs / "chosen").iterdir())  # no screened run linked: seeds.py trains all three
+    assert not any(path.is_symlink() for path in (runs / "chosen").iterdir())  # none screened: seeds.py trains all three
     curves = [c for c in commands if "scripts/dev_curve.py" in c]
     assert [c[c.index("--choose-by") + 1] for c in curves] == ["discontinuous_f"] * 3
+    # Seed by seed: each tested, then its lever 3 row, before the next trains.
+    steps = [(c[1], c[c.index("--seeds") + 1] if "--seeds" in c else c[2]) for c in commands[:6]]
+    assert steps == [(script, str(where)) for seed in (1, 2, 3)
+                     for script, where in (("scripts/seeds.py", seed), ("scripts/dev_curve.py", trials.chosen_run(runs, "recipe", seed)))]  # fmt: skip
     ensembles = [c for c in commands if "scripts/ensemble.py" in c]
     assert [c[c.index("--corpus") + 1] for c in ensembles] == [str(runs / "cadec" / "dev.spacy"), str(runs / "cadec" / "test.spacy")]
+    assert ensembles[0][2:5] == [str(trials.chosen_run(runs, "recipe", seed) / "model-best") for seed in (1, 2, 3)]
+    assert len(commands) == 8  # no member trained again: the tested models are here
+
+
+def test_the_ensemble_trains_again_only_the_seeds_whose_models_went_with_an_earlier_machine(results, tmp_path, monkeypatch, capsys):
+    """Seeds 1 and 3 were tested on an earlier machine (their JSON is here, their models are not;
+    seed 3's machine went before its lever 3 row, which is said, not crashed on): seed 2 trains and
+    is tested here, and the ensemble takes seed 2's tested model beside seeds 1 and 3 trained
+    again, with the same command and seed, as members."""
+    runs = tmp_path / "runs"
+    for seed in (1, 3):
+        (tmp_path / f"cadec-w2ner-mpnet-recipe-seed{seed}.json").write_text("{}")
+    (tmp_path / "cadec-w2ner-mpnet-recipe-seed1-dev.json").write_text("{}")
+    commands = []
+
+    def run(command):
+        commands.append(command)
+        if "scripts/seeds.py" in command and command[command.index("--seeds") + 1] == "2":
+            (trials.chosen_run(runs, "recipe", 2) / "model-best").mkdir(parents=True)
+            (trials.chosen_run(runs, "recipe", 2) / "run.json").write_text("{}")
+        if "--output" in command and "scripts/ensemble.py" in command:
+            scores = {"ensemble": {"f": 71.0}, "models": [{"scores": {"f": 71.9}}] * 3}
+            Path(command[command.index("--output") + 1]).write_text(json.dumps(scores))
+
+    monkeypatch.setattr(trials, "run", run)
+    assert trials.choose(runs, "bfloat16") == "recipe"
+    curves = [c[2] for c in commands if "scripts/dev_curve.py" in c]
+    assert curves == [str(trials.chosen_run(runs, "recipe", 2))]  # seed 1's row is here, seed 3's cannot be
+    assert "no cadec-w2ner-mpnet-recipe-seed3-dev.json: seed 3's checkpoints went with the machine" in capsys.readouterr().out
+    members = [c for c in commands if c[1:4] == ["-m", "spacy_w2ner", "train"]]
+    recipe = trials.recipe_command(runs, [], "bfloat16")
+    member = runs / "chosen" / "members"
+    assert members == [recipe + ["--system.seed", str(seed), "--output", str(member / f"cadec-w2ner-mpnet-recipe-seed{seed}"),
+                                 "--gpu-id", "-1", "--resume"] for seed in (1, 3)]  # fmt: skip
+    ensemble = next(c for c in commands if "scripts/ensemble.py" in c)
+    assert ensemble[2:5] == [str(member / "cadec-w2ner-mpnet-recipe-seed1" / "model-best"),
+                             str(trials.chosen_run(runs, "recipe", 2) / "model-best"),
+                             str(member / "cadec-w2ner-mpnet-recipe-seed3" / "model-best")]  # fmt: skip
+    assert len([c for c in commands if "scripts/ensemble.py" in c]) == 1  # below its seeds' mean on dev: no test
 
 
 def test_longer_s_seeds_2_and_3_queue_behind_the_open_decision_on_both_levers(results):
