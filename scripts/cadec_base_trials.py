@@ -74,9 +74,15 @@ def recipe_command(runs: Path, extra: List[str], dtype: str) -> List[str]:
             "--components.transformer.model.training_dtype", dtype, *extra, "--keep", "20"]  # fmt: skip
 
 
+def setting_name(setting: str) -> str:
+    """A setting's name: the chosen one's seeds' runs are RUNS/chosen/NAME-seedN, their JSON
+    NAME-seedN.json; a dev-only trial's name adds ``-dev`` (``dev_name``)."""
+    return f"cadec-w2ner-mpnet-{setting}"
+
+
 def dev_name(setting: str) -> str:
     """A dev-only trial's name: its seeds' runs are RUNS/screen/NAME-seedN, their JSON NAME-seedN.json."""
-    return f"{chosen_name(setting)}-dev"
+    return f"{setting_name(setting)}-dev"
 
 
 def dev_result(setting: str, seed: int) -> Path:
@@ -234,22 +240,17 @@ def choose(runs: Path, dtype: str) -> str:
     for seed in (1, 2, 3):
         evaluate_chosen_seed(runs, chosen, seed, dtype)
     models = [str(ensemble_member(runs, chosen, seed, dtype)) for seed in (1, 2, 3)]
-    ensemble_dev = RESULTS / f"{chosen_name(chosen)}-ensemble-dev.json"
+    ensemble_dev = RESULTS / f"{setting_name(chosen)}-ensemble-dev.json"
     run([sys.executable, "scripts/ensemble.py", *models, "--corpus", str(runs / "cadec" / "dev.spacy"), "--output", str(ensemble_dev)])
     scores = json.loads(ensemble_dev.read_text(encoding="utf8"))
     if scores["ensemble"]["f"] > statistics.mean(model["scores"]["f"] for model in scores["models"]):
         run([sys.executable, "scripts/ensemble.py", *models, "--corpus", str(runs / "cadec" / "test.spacy"),
-             "--output", str(RESULTS / f"{chosen_name(chosen)}-ensemble.json")])  # fmt: skip
+             "--output", str(RESULTS / f"{setting_name(chosen)}-ensemble.json")])  # fmt: skip
     return chosen
 
 
-def chosen_name(chosen: str) -> str:
-    """The chosen setting's name: its seeds' runs are RUNS/chosen/NAME-seedN, their JSON NAME-seedN.json."""
-    return f"cadec-w2ner-mpnet-{chosen}"
-
-
 def chosen_run(runs: Path, chosen: str, seed: int) -> Path:
-    return runs / "chosen" / f"{chosen_name(chosen)}-seed{seed}"
+    return runs / "chosen" / f"{setting_name(chosen)}-seed{seed}"
 
 
 def evaluate_chosen_seed(runs: Path, chosen: str, seed: int, dtype: str) -> None:
@@ -263,9 +264,9 @@ def evaluate_chosen_seed(runs: Path, chosen: str, seed: int, dtype: str) -> None
     if not link.exists() and not link.is_symlink() and (screened / "run.json").exists():
         link.symlink_to(screened)
     test = str(runs / "cadec" / "test.spacy")
-    run([sys.executable, "scripts/seeds.py", chosen_name(chosen), "--seeds", str(seed), "--test", test,
+    run([sys.executable, "scripts/seeds.py", setting_name(chosen), "--seeds", str(seed), "--test", test,
          "--runs-dir", str(link.parent), "--", *recipe_command(runs, choices(runs, dtype)[chosen], dtype)])  # fmt: skip
-    lever_3 = RESULTS / f"{chosen_name(chosen)}-seed{seed}-dev.json"
+    lever_3 = RESULTS / f"{setting_name(chosen)}-seed{seed}-dev.json"
     if lever_3.exists():
         return
     if not (link / "run.json").exists():  # tested, then its machine went
