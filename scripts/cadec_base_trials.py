@@ -251,15 +251,17 @@ def choose(runs: Path, dtype: str) -> str:
 
 def ensemble(runs: Path, chosen: str, dtype: str) -> None:
     """Lever 4: the chosen seeds' ensemble on dev, and on test only if it beats their mean dev F
-    (skipped where its JSON is here)."""
+    (each skipped where its JSON is here)."""
     ensemble_dev, ensemble_test = (RESULTS / f"{setting_name(chosen)}-ensemble{part}.json" for part in ("-dev", ""))
-    if ensemble_dev.exists():
-        return
-    models = [str(ensemble_member(runs, chosen, seed, dtype)) for seed in (1, 2, 3)]
-    run([sys.executable, "scripts/ensemble.py", *models, "--corpus", str(runs / "cadec" / "dev.spacy"), "--output", str(ensemble_dev)])
+
+    def members() -> List[str]:
+        return [str(ensemble_member(runs, chosen, seed, dtype)) for seed in (1, 2, 3)]
+
+    if not ensemble_dev.exists():
+        run([sys.executable, "scripts/ensemble.py", *members(), "--corpus", str(runs / "cadec" / "dev.spacy"), "--output", str(ensemble_dev)])
     scores = json.loads(ensemble_dev.read_text(encoding="utf8"))
-    if scores["ensemble"]["f"] > statistics.mean(model["scores"]["f"] for model in scores["models"]):
-        run([sys.executable, "scripts/ensemble.py", *models, "--corpus", str(runs / "cadec" / "test.spacy"),
+    if scores["ensemble"]["f"] > statistics.mean(model["scores"]["f"] for model in scores["models"]) and not ensemble_test.exists():
+        run([sys.executable, "scripts/ensemble.py", *members(), "--corpus", str(runs / "cadec" / "test.spacy"),
              "--output", str(ensemble_test)])  # fmt: skip
 
 

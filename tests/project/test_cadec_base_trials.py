@@ -132,6 +132,11 @@ def test_a_recipe_that_wins_the_choice_trains_its_seeds_again_for_levers_3_and_4
     assert len(commands) == 9  # no member trained again: the tested models are here
     trials.choose(runs, "bfloat16")  # run again: the ensemble and the card are there, so only the seeds' steps run
     assert not any("scripts/ensemble.py" in c or "model-card" in c for c in commands[9:])
+    # A stop between the ensemble's dev and test runs: the next run scores test, and only test.
+    (tmp_path / "cadec-w2ner-mpnet-recipe-ensemble.json").unlink()
+    del commands[:]
+    trials.choose(runs, "bfloat16")
+    assert [c[c.index("--corpus") + 1] for c in commands if "scripts/ensemble.py" in c] == [str(runs / "cadec" / "test.spacy")]
 
 
 def test_the_ensemble_trains_again_only_the_seeds_whose_models_went_with_an_earlier_machine(results, tmp_path, monkeypatch, capsys):
