@@ -13,8 +13,9 @@ adapted, 1.5-2 hours, before the first that does), each a ``scripts/seeds.py`` s
 beside it), then the Choice: the setting with the highest mean dev F of those with three seeds
 (the recipe's float32 seeds included) is tested once, seed by seed with lever 3's second row, and lever 4's
 ensemble (a recipe that wins trains its seeds again for them: its float32 runs are gone; a seed whose
-model went with an earlier machine trains again as the ensemble's member), then the model card of
-the seed best on dev (``project/results/cadec-w2ner-mpnet-SETTING-model-card.md``). ``--plan`` prints what would run next and
+model went with an earlier machine trains again as the ensemble's member), with the model card
+of the seed best on dev of those whose model is on this machine
+(``project/results/cadec-w2ner-mpnet-SETTING-model-card.md``) before it. ``--plan`` prints what would run next and
 the rule's decisions so far, and runs nothing. Needs the README's setup (``scripts/install.sh``
 in a virtual environment) and ``../shared/corpora/cadec``.
 """
@@ -244,8 +245,8 @@ def choose(runs: Path, dtype: str) -> str:
     print(f"mean dev F of the settings with three seeds: {means}; chosen: {chosen}", flush=True)
     for seed in (1, 2, 3):
         evaluate_chosen_seed(runs, chosen, seed, dtype)
+    model_card(runs, chosen)  # before the ensemble, whose members may train again for hours
     ensemble(runs, chosen, dtype)
-    model_card(runs, chosen)
     return chosen
 
 
@@ -266,19 +267,26 @@ def ensemble(runs: Path, chosen: str, dtype: str) -> None:
 
 
 def model_card(runs: Path, chosen: str) -> None:
-    """The Report's model card (``RESULTS/NAME-model-card.md``): the chosen setting's seed with the
-    best dev F, its test scores beside its seeds' mean and spread and the published figures, as
-    ``spacy project run package`` puts the card in a wheel (CADEC's licence keeps that wheel here)."""
+    """The Report's model card (``RESULTS/NAME-model-card.md``): of the chosen setting's seeds
+    whose tested model is on this machine, the one with the best dev F (a model that went with
+    an earlier machine cannot be packaged: which seed the card is and why is said), its test
+    scores beside its seeds' mean and spread and the published figures, as ``spacy project run
+    package`` puts the card in a wheel (CADEC's licence keeps that wheel here)."""
     name = setting_name(chosen)
     card = RESULTS / f"{name}-model-card.md"
     if card.exists():
         return
     tested = {seed: RESULTS / f"{name}-seed{seed}.json" for seed in (1, 2, 3)}
-    best = max(tested, key=lambda seed: json.loads(tested[seed].read_text(encoding="utf8"))["dev_score"])
-    model = chosen_run(runs, chosen, best) / "model-best"
-    if not model.exists():
-        print(f"no {card.name}: seed {best}'s model (the best on dev) went with the machine that tested it", flush=True)
+    dev = {seed: json.loads(path.read_text(encoding="utf8"))["dev_score"] for seed, path in tested.items()}
+    here = [seed for seed in tested if (chosen_run(runs, chosen, seed) / "model-best").exists()]
+    if not here:
+        print(f"no {card.name}: every seed's tested model went with the machine that tested it", flush=True)
         return
+    best, best_of_all = max(here, key=dev.get), max(dev, key=dev.get)
+    if best != best_of_all:
+        print(f"{card.name} is seed {best}'s, the best on dev of the tested models on this machine: seed "
+              f"{best_of_all}'s (the best on dev) went with the machine that tested it", flush=True)  # fmt: skip
+    model = chosen_run(runs, chosen, best) / "model-best"
     published = [argument for figure in PUBLISHED for argument in ("--published", figure)]
     run([sys.executable, "-m", "spacy_w2ner", "model-card", str(model), str(tested[best]), "--train", str(runs / "cadec" / "train.spacy"),
          "--evaluated-on", "CADEC test", "--name", "cadec_w2ner_mpnet", "--version", "0.1.0",

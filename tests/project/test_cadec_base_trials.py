@@ -122,8 +122,9 @@ def test_a_recipe_that_wins_the_choice_trains_its_seeds_again_for_levers_3_and_4
     ensembles = [c for c in commands if "scripts/ensemble.py" in c]
     assert [c[c.index("--corpus") + 1] for c in ensembles] == [str(runs / "cadec" / "dev.spacy"), str(runs / "cadec" / "test.spacy")]
     assert ensembles[0][2:5] == [str(trials.chosen_run(runs, "recipe", seed) / "model-best") for seed in (1, 2, 3)]
-    # The model card: seed 2, the best on dev, beside its seeds' summary and the published figures.
-    card = commands[8]
+    # The model card, before the ensemble (whose members may train for hours): seed 2, the best
+    # on dev, beside its seeds' summary and the published figures.
+    card = commands[6]
     best = trials.chosen_run(runs, "recipe", 2) / "model-best"
     assert card[1:6] == ["-m", "spacy_w2ner", "model-card", str(best), str(tmp_path / "cadec-w2ner-mpnet-recipe-seed2.json")]
     assert card[card.index("--seeds") + 1] == str(tmp_path / "cadec-w2ner-mpnet-recipe-seeds.json")
@@ -159,6 +160,8 @@ def test_the_ensemble_trains_again_only_the_seeds_whose_models_went_with_an_earl
         if "--output" in command and "scripts/ensemble.py" in command:
             scores = {"ensemble": {"f": 71.0}, "models": [{"scores": {"f": 71.9}}] * 3}
             Path(command[command.index("--output") + 1]).write_text(json.dumps(scores))
+        if "model-card" in command:
+            (Path(command[command.index("model-card") + 1]) / "README.md").write_text("# the card")
 
     monkeypatch.setattr(trials, "run", run)
     assert trials.choose(runs, "bfloat16") == "recipe"
@@ -176,10 +179,22 @@ def test_the_ensemble_trains_again_only_the_seeds_whose_models_went_with_an_earl
                              str(trials.chosen_run(runs, "recipe", 2) / "model-best"),
                              str(member / "cadec-w2ner-mpnet-recipe-seed3" / "model-best")]  # fmt: skip
     assert len([c for c in commands if "scripts/ensemble.py" in c]) == 1  # below its seeds' mean on dev: no test
-    # Seed 1 is the best on dev, and its tested model went with its machine: no card (a member
-    # trained again was not tested), and that is said.
-    assert not any("model-card" in c for c in commands)
-    assert "no cadec-w2ner-mpnet-recipe-model-card.md: seed 1's model (the best on dev) went with the machine" in out
+    # Seed 1 is the best on dev, and its tested model went with its machine (a member trained
+    # again was not tested): the card is seed 2's, the only tested model here, written before the
+    # members train, and that is said.
+    cards = [c for c in commands if "model-card" in c]
+    assert [c[5] for c in cards] == [str(tmp_path / "cadec-w2ner-mpnet-recipe-seed2.json")]
+    assert commands.index(cards[0]) < commands.index(members[0])
+    assert ("cadec-w2ner-mpnet-recipe-model-card.md is seed 2's, the best on dev of the tested models on this machine: "
+            "seed 1's (the best on dev) went with the machine that tested it") in out  # fmt: skip
+
+
+def test_no_card_when_every_tested_model_went_with_an_earlier_machine(results, tmp_path, capsys):
+    for seed in (1, 2, 3):
+        (tmp_path / f"cadec-w2ner-mpnet-recipe-seed{seed}.json").write_text(json.dumps({"dev_score": 0.71}))
+    trials.model_card(tmp_path / "runs", "recipe")
+    assert "no cadec-w2ner-mpnet-recipe-model-card.md: every seed's tested model went with the machine" in capsys.readouterr().out
+    assert not (tmp_path / "cadec-w2ner-mpnet-recipe-model-card.md").exists()
 
 
 def test_longer_s_seeds_2_and_3_queue_behind_the_open_decision_on_both_levers(results):
