@@ -354,9 +354,11 @@ def test_dilated_convolutions_in_bfloat16_have_float32s_weight_gradients_call_af
 
 def test_every_parameters_gradient_in_bfloat16_is_float32s_within_its_rounding():
     """The whole network with bfloat16 weights (a training copy), sentences of 31-45 words: each
-    parameter's gradient is float32's on the same rounded weights and inputs, within 10% of its
-    largest value (bfloat16's rounding summed over the grid's cells: 0.4-8% here), so no kernel
-    of a bfloat16 pass gives a wrong gradient (oneDNN's dilated convolutions did: 100% off)."""
+    parameter's gradient is float32's on the same rounded weights and inputs, within 20% of its
+    largest value (bfloat16's rounding summed over the grid's cells: 0.4-8% on a CPU with bfloat16
+    instructions; 11.7% for the region projection where they are emulated, on an AVX2-only AMD
+    EPYC), so no kernel of a bfloat16 pass gives a wrong gradient (oneDNN's dilated convolutions
+    did: 100% off)."""
     network = make_network(lstm_size=64, conv_size=16, input_dropout=0.0, conv_dropout=0.0, output_dropout=0.0)
     twin = copy.deepcopy(network).to(torch.bfloat16)
     network.load_state_dict(twin.state_dict())  # the same bfloat16-rounded weights in both
@@ -367,7 +369,7 @@ def test_every_parameters_gradient_in_bfloat16_is_float32s_within_its_rounding()
     (twin.train()(vectors, lengths).float() * weights).sum().backward()
     for (name, param), copied in zip(network.named_parameters(), twin.parameters()):
         error = ((copied.grad.float() - param.grad).abs().max() / param.grad.abs().max()).item()
-        assert error < 0.1, (name, error)
+        assert error < 0.2, (name, error)
 
 
 def test_cpu_dropout_keeps_each_value_with_probability_1_minus_p_and_scales_it():
