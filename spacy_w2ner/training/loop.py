@@ -204,6 +204,7 @@ class _Session:
             if checkpoint.threads_differ():
                 self.say(checkpoint.threads_differ())
             self.say(f"Resumed at step {info['step'] + 1}, epoch {info['epoch']}")
+            getattr(self.log_step, "resumed", lambda step: None)(info["step"] + 1)  # the progress line's count
         return True
 
     def after_step(self, info: dict, is_best: Optional[bool]) -> None:

@@ -4,7 +4,8 @@ spaCy's console logger prints a row at each evaluation. On a CPU rows can be man
 and its progress bar shows neither before the first row's interval ends nor where the output is not
 a terminal (tqdm disables itself: a log file, CI, ``nohup``), so a run looks stuck. This logger
 prints spaCy's table as spaCy does and, between rows, at most one line every ``every_seconds`` on
-stderr: the step, the steps a minute since the last row, and when the next row is due::
+stderr: the step, the steps a minute since the last row, and when the next row is due (a resumed
+run's loop says the step it resumes at, ``resumed``: the replayed steps are not logged)::
 
     [training.logger]
     @loggers = "spacy_w2ner.ConsoleLogger.v1"
@@ -37,6 +38,7 @@ def console_logger_with_progress(
             if console_output:
                 progress.step(info)
 
+        step.resumed = progress.resume  # type: ignore[attr-defined]
         return step, finalize
 
     return setup
@@ -65,6 +67,12 @@ class Progress:
         self.said = now
         self.stream.write(self.line(now) + "\n")
         self.stream.flush()
+
+    def resume(self, step: int) -> None:
+        """A resumed run's replay ended: the next step logged is ``step``; its rate counts from now."""
+        now = self.clock()
+        self.steps = step - 1
+        self.row, self.said = (self.steps, now), now
 
     def line(self, now: float) -> str:
         done = self.steps - self.row[0]

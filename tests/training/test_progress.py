@@ -42,6 +42,17 @@ def test_a_line_when_a_minute_passed_without_a_row_none_otherwise():
     assert out.getvalue().splitlines()[-1] == "  ... step 130 of 300, 29.0 steps a minute; the next row at step 200, in about 2 min"
 
 
+def test_a_resumed_run_counts_from_the_step_it_resumes_at_and_its_rate_from_then():
+    out, clock = io.StringIO(), Clock()
+    progress = Progress(max_steps=300, eval_frequency=100, every_seconds=60, stream=out, clock=clock)
+    clock.now += 600  # loading and replaying: no step logged
+    progress.resume(150)
+    for _ in range(30):
+        clock.now += 2.0
+        progress.step(None)
+    assert out.getvalue() == "  ... step 179 of 300, 30.0 steps a minute; the next row at step 200, in under a minute\n"
+
+
 def test_spacy_train_with_the_logger_prints_its_table_and_lines_to_a_pipe(tmp_path):
     from spacy.training.loggers import console_logger_v3  # noqa: F401  (spaCy's, which it wraps)
 

@@ -50,7 +50,7 @@ def test_the_uninterrupted_run_trains_what_spacy_train_trains(tmp_path, corpus, 
 
 def test_sigterm_stops_after_the_step_with_a_checkpoint_and_a_damaged_one_is_skipped(tmp_path, corpus, uninterrupted):
     output, log = tmp_path / "run", tmp_path / "run.log"
-    command = train_command(output, corpus, "--resume")
+    command = train_command(output, corpus, "--resume", "--training.logger.every_seconds", "0")  # a progress line a step
     with log.open("ab") as file:
         process = subprocess.Popen(command, stdout=file, stderr=subprocess.STDOUT, env=environment())
         while not list(output.glob("checkpoints/step-*")):  # the first evaluation's checkpoint
@@ -67,6 +67,8 @@ def test_sigterm_stops_after_the_step_with_a_checkpoint_and_a_damaged_one_is_ski
     assert run(command, log) == 0
     assert f"checkpoint {newest} is incomplete or damaged (optimizer.npz differs from its manifest entry): skipped" in log.read_text()
     assert f"Resuming from {output / 'checkpoints' / f'step-{steps[0]:08d}'}" in log.read_text()
+    resumed = log.read_text().split(f"Resumed at step {steps[0]}")[1]
+    assert re.search(r"\n  \.\.\. step (\d+) of 24,", resumed).group(1) == str(steps[0])  # counted from there
     assert differing(weights(uninterrupted / "model-last"), weights(output / "model-last")) == []
 
 
