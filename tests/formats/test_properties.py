@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from spacy_w2ner import get_entities
@@ -106,7 +106,10 @@ def write_bytes(data: bytes, name: str) -> Path:
 
 
 def assert_sentences_come_back(name, read, lines, filename, sentences, damage, draw):
-    """Write the lines (damaged or not), read them: clean files give the sentences back exactly."""
+    """Write the lines (damaged or not), read them: clean files give the sentences back exactly.
+    Not a file whose first token starts with U+FEFF: there it is the byte order mark, which every
+    reader drops, as ``utf-8-sig`` does (test_pubtator's BOM case); later in a file it is a token's."""
+    assume(not lines[0].startswith("\ufeff"))
     raw = "\n".join(lines).encode("utf8")
     if damage:
         raw = damaged(raw, draw)
