@@ -7,16 +7,18 @@ setting, whose disagreements sit at entity boundaries).
         --corpus ~/w2ner-runs/cadec/test.spacy --output project/results/NAME-ensemble.json
 
 The JSON has the ensemble's P/R/F, discontinuous and overlapping F, each pipeline's alone (the
-same decoding), and what the ensemble costs: each pipeline's seconds for the corpus's grids (the
-ensemble pays their sum, plus the averaging and one decoding). The pipelines must cut the corpus
+same decoding) with its training record where its run folder has one (steps, seconds, resumes,
+best step), what the ensemble costs: each pipeline's seconds for the corpus's grids (the
+ensemble pays their sum, plus the averaging and one decoding), and the machine and code it ran on. The pipelines must cut the corpus
 into the same segments (the same sentence and window settings); they may differ in anything else.
 """
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy
 
@@ -32,7 +34,10 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.models) < 2:
         parser.error("an ensemble takes two pipelines or more")
-    result = {"command": "python " + " ".join(sys.argv), **ensemble([m.expanduser() for m in args.models], args.corpus.expanduser())}
+    from seeds import machine
+
+    result = {"command": "python " + " ".join(sys.argv), "machine": machine(), "code": code_version(),
+              **ensemble([m.expanduser() for m in args.models], args.corpus.expanduser())}  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
     print(json.dumps({"ensemble": result["ensemble"], "alone": [m["scores"]["f"] for m in result["models"]]}))
@@ -52,7 +57,7 @@ def ensemble(models: Sequence[Path], corpus: Path) -> dict:
     for model, nlp in zip(models, pipelines):
         started = time.perf_counter()
         grids.append(dev_probabilities(nlp, words_only(nlp, gold)))
-        rows.append({"model": str(model), "grid_seconds": round(time.perf_counter() - started, 4)})
+        rows.append({"model": str(model), "grid_seconds": round(time.perf_counter() - started, 4), "training": training_record(model)})
     check_same_segments(models, grids)
     averaged = [(segment, numpy.mean([model_grids[k][1] for model_grids in grids], axis=0)) for k, (segment, _) in enumerate(grids[0])]
     _, pipe = first_w2ner(pipelines[0])
@@ -66,6 +71,21 @@ def ensemble(models: Sequence[Path], corpus: Path) -> dict:
         row["scores"] = scores(model_grids)
     return {"corpus": str(corpus), "documents": len(gold), "ensemble": scores(averaged), "models": rows,
             "grid_seconds": round(sum(row["grid_seconds"] for row in rows), 4)}  # fmt: skip
+
+
+def training_record(model: Path) -> Optional[dict]:
+    """How the pipeline in RUN/model-best trained, from RUN/run.json (``spacy_w2ner train``'s record;
+    None without one): its steps, seconds, resumes and best step and dev score."""
+    record = model.parent / "run.json"
+    if not record.exists():
+        return None
+    run = json.loads(record.read_text(encoding="utf8"))
+    return {key: run.get(key) for key in ("finished", "steps", "seconds", "resumes", "best_step", "best_score")}
+
+
+def code_version() -> str:
+    """The commit the script ran from, ``-dirty`` when the tree had changes (``git describe``)."""
+    return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def check_same_segments(models: Sequence[Path], grids: List[list]) -> None:

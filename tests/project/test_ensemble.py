@@ -1,5 +1,6 @@
 """scripts/ensemble.py: pipelines' grid probabilities averaged, then decoded once (issue 73's lever 4)."""
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy
@@ -69,3 +70,12 @@ def test_pipelines_that_cut_the_corpus_into_other_segments_are_refused():
     ensemble.check_same_segments([Path("a"), Path("b")], [ours, list(ours)])
     with pytest.raises(SystemExit, match="^b cuts the corpus into other segments than a"):
         ensemble.check_same_segments([Path("a"), Path("b")], [ours, theirs])
+
+
+def test_each_pipeline_carries_its_training_record_where_its_run_folder_has_one(tmp_path):
+    run = tmp_path / "run"
+    (run / "model-best").mkdir(parents=True)
+    assert ensemble.training_record(run / "model-best") is None
+    record = {"resumes": 2, "finished": True, "steps": 3340, "seconds": 11483.5, "best_score": 0.717, "best_step": 2672, "config": "[paths]"}
+    (run / "run.json").write_text(json.dumps(record), encoding="utf8")
+    assert ensemble.training_record(run / "model-best") == {key: record[key] for key in ("finished", "steps", "seconds", "resumes", "best_step", "best_score")}
