@@ -8,9 +8,10 @@ setting, whose disagreements sit at entity boundaries).
 
 The JSON has the ensemble's P/R/F, discontinuous and overlapping F, each pipeline's alone (the
 same decoding) with its training record where its run folder has one (steps, seconds, resumes,
-best step), what the ensemble costs: each pipeline's seconds for the corpus's grids (the
-ensemble pays their sum, plus the averaging and one decoding), and the machine and code it ran on. The pipelines must cut the corpus
-into the same segments (the same sentence and window settings); they may differ in anything else.
+best step), what the ensemble costs (each pipeline's seconds for the corpus's grids: the ensemble
+pays their sum, plus the averaging and one decoding), and the machine and code it ran on. The
+pipelines must cut the corpus into the same segments (the same sentence and window settings); they
+may differ in anything else.
 """
 import argparse
 import json
