@@ -75,13 +75,12 @@ def ensemble(models: Sequence[Path], corpus: Path) -> dict:
 
 
 def training_record(model: Path) -> Optional[dict]:
-    """How the pipeline in RUN/model-best trained, from RUN/run.json (``spacy_w2ner train``'s record;
-    None without one): its steps, seconds, resumes and best step and dev score."""
-    record = model.parent / "run.json"
-    if not record.exists():
-        return None
-    run = json.loads(record.read_text(encoding="utf8"))
-    return {key: run.get(key) for key in ("finished", "steps", "seconds", "resumes", "best_step", "best_score")}
+    """How the pipeline in RUN/model-best trained, from RUN's record (``spacy_w2ner train``'s
+    ``RunDirectory``; None without one): its steps, seconds, resumes and best step and dev score."""
+    from spacy_w2ner.training.run import RunDirectory
+
+    run = RunDirectory(model.parent).record
+    return None if run is None else {key: run.get(key) for key in ("finished", "steps", "seconds", "resumes", "best_step", "best_score")}
 
 
 def code_version() -> str:
