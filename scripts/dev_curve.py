@@ -26,6 +26,7 @@ from typing import Dict, List, Optional
 
 from spacy_w2ner.nn.cpu import cpu_model
 from spacy_w2ner.training.checkpoints import TRAINER, checkpoints
+from spacy_w2ner.training.run import RunDirectory
 
 SCORES = {"f": "w2ner_f", "p": "w2ner_p", "r": "w2ner_r",
           "discontinuous_f": "w2ner_discontinuous_f", "overlapping_f": "w2ner_overlapping_f"}  # fmt: skip
@@ -36,6 +37,15 @@ def percentages(scores: dict) -> Dict[str, Optional[float]]:
     return {name: None if scores.get(key) is None else round(100 * scores[key], 2) for name, key in SCORES.items()}
 
 
+def run_record(run_dir: Path) -> dict:
+    """The run's record (``RunDirectory.record``: its config, steps, seconds, resumes, whether it
+    finished); SystemExit where RUN_DIR has none."""
+    record = RunDirectory(run_dir).record
+    if record is None:
+        raise SystemExit(f"{run_dir} has no run record: is it a `python -m spacy_w2ner train` run?")
+    return record
+
+
 def logged_evaluations(run_dir: Path) -> List[dict]:
     """``{"step", scores...}`` for each evaluation the loop made, the step-0 one left out."""
     found = checkpoints(run_dir)
@@ -44,7 +54,7 @@ def logged_evaluations(run_dir: Path) -> List[dict]:
     trainer = found[0].read_json(TRAINER)
     rows = [dict(step=step, **percentages(scores)) for _, step, scores in trainer["evaluations"] if step > 0]
     last = run_dir / "model-last" / "meta.json"
-    record = json.loads((run_dir / "run.json").read_text(encoding="utf8"))
+    record = run_record(run_dir)
     if record.get("finished") and last.exists() and record["steps"] - 1 > rows[-1]["step"]:
         rows.append(dict(step=record["steps"] - 1, **percentages(json.loads(last.read_text(encoding="utf8"))["performance"])))
     return rows
@@ -75,7 +85,7 @@ def test_of_best(run_dir: Path, rows: List[dict], by: str, test: Path) -> dict:
         raise SystemExit(f"--choose-by must be one of {', '.join(SCORES)}, got {by!r}")
     best = max(rows, key=lambda row: (row[by] if row[by] is not None else -1.0, row["step"]))
     kept = {checkpoint.step - 1: checkpoint for checkpoint in checkpoints(run_dir)}
-    record = json.loads((run_dir / "run.json").read_text(encoding="utf8"))
+    record = run_record(run_dir)
     if best["step"] in kept:
         model, averages_of = kept[best["step"]].model, kept[best["step"]].path
     elif best["step"] == record.get("steps", 0) - 1 and (run_dir / "model-last").is_dir():
@@ -116,7 +126,7 @@ def known_scores(output: Path, run_dir: Path) -> Dict[int, dict]:
 
 def curve(run_dir: Path, dev: Optional[Path], command: str, known: Optional[Dict[int, dict]] = None,
           test: Optional[Path] = None, choose_by: Optional[str] = None) -> dict:  # fmt: skip
-    record = json.loads((run_dir / "run.json").read_text(encoding="utf8"))
+    record = run_record(run_dir)
     rows = logged_evaluations(run_dir)
     if dev is not None:
         rescored = rescore(run_dir, dev, known or {})

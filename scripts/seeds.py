@@ -102,7 +102,9 @@ def train_and_evaluate(args, command, seed: int, path: Path) -> None:
     if encoder is not None:
         result.update(encoder=encoder)
     if resumable:
-        run = json.loads((output / "run.json").read_text(encoding="utf8"))
+        from spacy_w2ner.training.run import RunDirectory
+
+        run = RunDirectory(output).record
         result.update(train_seconds=run["seconds"], steps=run["steps"], resumes=run["resumes"], best_step=run["best_step"])
     path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf8")
 

@@ -109,6 +109,13 @@ def test_a_directory_without_checkpoints_is_named(tmp_path):
         dev_curve.logged_evaluations(tmp_path)
 
 
+def test_a_directory_without_a_run_record_is_named(tmp_path):
+    with pytest.raises(SystemExit, match=f"{tmp_path} has no run record"):
+        dev_curve.curve(tmp_path, None, "")
+    (tmp_path / "run.json").write_text(json.dumps({"config": "", "steps": 3}), encoding="utf8")
+    assert dev_curve.run_record(tmp_path) == {"config": "", "steps": 3}
+
+
 def test_the_evaluation_best_on_another_dev_score_is_scored_with_the_weights_it_was_evaluated_with(tmp_path, corpus, dev_evaluated):
     """--test --choose-by: scored on the very dev sentences the loop evaluated on, the chosen
     evaluation's weights give back its logged scores (the right checkpoint, or model-last)."""
