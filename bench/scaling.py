@@ -415,6 +415,7 @@ PATHS: Dict[str, Prepare] = {
     "export bioc": export("bioc", "bioc-xml", "out.xml"),
     "export w2ner-json": lambda case: cli("export", "w2ner-json", case.inputs["spacy"], case.out / "out.json"),
     "split": lambda case: cli("split", case.inputs["spacy"], case.out, "--every", "2"),
+    "filter": lambda case: cli("filter", case.inputs["spacy"], case.out / "out.spacy", "--contiguous-only"),
     "initialize": initialize,
     "adapt-encoder texts": adapt_texts,
 }
@@ -428,6 +429,8 @@ MODEL_PATHS: Dict[str, Prepare] = {
     "show --html": show,
     "serve request": serve_request,
     "label-studio-backend predict": label_studio_predict,
+    # The network once over the gold document's words, its grids kept and decoded under each setting.
+    "tune-decoding": lambda case: cli("tune-decoding", case.model, case.inputs["spacy"], "--nnw", "argmax,0.5", "--thw", "argmax", "--best-path-only", "false"),
 }
 PATHS.update(MODEL_PATHS)
 
@@ -536,7 +539,7 @@ GUARD_N = {
 }
 GUARD_N_DEFAULT, GUARD_N_MODEL = 16000, 500
 # The paths whose work does not depend on where sentences are: the guard runs them on one shape.
-SHAPE_FREE = ("export brat", "export pubtator", "export label-studio", "export w2ner-json", "split", "adapt-encoder texts")
+SHAPE_FREE = ("export brat", "export pubtator", "export label-studio", "export w2ner-json", "split", "filter", "adapt-encoder texts")
 
 
 def guard_n(path: str, shape: str) -> int:
