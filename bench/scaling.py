@@ -320,6 +320,25 @@ def initialize(case: Case) -> Callable[[], None]:
     return run
 
 
+def train_step(case: Case) -> Callable[[], None]:
+    """One ``nlp.update`` on the gold document of a w2ner pipeline initialized on it (the tiny
+    config: a step's own work, not its network's, is what could grow faster than the document),
+    the predicted Doc with its tokens and no sentences as ``spacy train`` makes it: the training
+    regions (the gold sentences, or windows), each grid batch's targets, loss, forward and
+    backward passes, the optimizer's step."""
+    import spacy
+    from spacy.training import Example
+
+    from spacy_w2ner.formats.readers import same_tokens
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=TINY_CONFIG)
+    reference = next(iter(spacy.tokens.DocBin().from_disk(case.inputs["spacy"]).get_docs(nlp.vocab)))
+    example = Example(same_tokens(reference, nlp.vocab), reference)
+    optimizer = nlp.initialize(lambda: [example])
+    return lambda: nlp.update([example], sgd=optimizer)
+
+
 def visualize(case: Case) -> Callable[[], None]:
     """The ``visualize`` command's work: the pipeline on the gold document, its error page."""
     import spacy
@@ -417,6 +436,7 @@ PATHS: Dict[str, Prepare] = {
     "split": lambda case: cli("split", case.inputs["spacy"], case.out, "--every", "2"),
     "filter": lambda case: cli("filter", case.inputs["spacy"], case.out / "out.spacy", "--contiguous-only"),
     "initialize": initialize,
+    "train step": train_step,
     "adapt-encoder texts": adapt_texts,
 }
 # The paths that run a pipeline (``--model``; by default a small CNN one, ``small_pipeline``).
@@ -534,6 +554,8 @@ MIN_OWN_WORK, MAX_DOUBLINGS = 1.0, 2
 MORE_ROUNDS = 2
 GUARD_N = {
     "initialize": 2000,
+    "train step": 500,
+    "train step | sentences": 8000,
     **{f"convert {fmt} | sentences": 1000 for fmt in ("w2ner-json", "conll", "dai")},  # a Doc a sentence: some 2 ms each
     **{f"{path} | sentences": 8000 for path in MODEL_PATHS},  # sentences' grids are small: some 10 microseconds a token
 }

@@ -8,7 +8,7 @@ document, and an entity predicted in a window is kept only when its first token
 lies in that window's core, so each entity is reported once and comes from the
 window that sees the most context around its start.
 """
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -43,6 +43,10 @@ class Segment:
     def cuts(self, tokens: TokenIndices) -> bool:
         """Whether the segment holds some, but not all, of the span from the first to the last token."""
         return not self.contains(tokens) and tokens[0] < self.end and tokens[-1] >= self.start
+
+    def held(self, tokens: TokenIndices) -> List[int]:
+        """The sorted doc token indices that lie inside the segment, relative to it."""
+        return [t - self.start for t in tokens[bisect_left(tokens, self.start) : bisect_left(tokens, self.end)]]
 
     def to_segment(self, entity: Entity) -> Entity:
         """An entity of the doc with token indices relative to the segment."""
@@ -136,6 +140,46 @@ def segment_docs(
         for i, (doc, doc_regions) in enumerate(zip(docs, regions))
         for segment in segment_doc(doc, i, max_window, window_overlap, doc_regions)
     ]
+
+
+def entities_met(segments: Sequence[Segment], entities: Sequence[Sequence[Entity]]) -> Iterator[Tuple[List[Entity], List[Entity]]]:
+    """For each segment, the entities of its doc (``entities[doc_index]``, doc token indices) that
+    it holds whole (``contains``) and those it cuts (``cuts``), each in the doc's order. The one
+    place training asks which entities a segment meets: each doc's entities are searched by
+    their first token (``_EntitiesByFirstToken``), so a long document's many segments cost time
+    in proportion to the entities near each, not to all of the document's entities each."""
+    longest: Dict[int, int] = {}
+    for segment in segments:
+        longest[segment.doc_index] = max(longest.get(segment.doc_index, 0), segment.length)
+    found: Dict[int, _EntitiesByFirstToken] = {}
+    for segment in segments:
+        doc = segment.doc_index
+        if doc not in found:
+            found[doc] = _EntitiesByFirstToken(entities[doc], longest[doc])
+        met = found[doc].meeting(segment)
+        yield [e for e in met if segment.contains(e.tokens)], [e for e in met if not segment.contains(e.tokens)]
+
+
+class _EntitiesByFirstToken:
+    """A doc's entities ordered by first token. An entity whose span (first to last token) is
+    longer than ``longest`` (the doc's longest segment) is never held whole, only cut: such
+    entities are kept apart and checked against every segment, so that one of them does not
+    widen every segment's search."""
+
+    def __init__(self, entities: Sequence[Entity], longest: int):
+        self.entities = entities
+        spans = [e.tokens[-1] - e.tokens[0] for e in entities]
+        self.wide = [k for k, span in enumerate(spans) if span >= longest]
+        self.narrow = sorted((k for k, span in enumerate(spans) if span < longest), key=lambda k: entities[k].tokens[0])
+        self.firsts = [entities[k].tokens[0] for k in self.narrow]
+        self.reach = max((spans[k] for k in self.narrow), default=0)  # how far before a segment a narrow entity may start
+
+    def meeting(self, segment: Segment) -> List[Entity]:
+        """The entities a segment holds some of the span of, in the doc's order."""
+        low, high = bisect_left(self.firsts, segment.start - self.reach), bisect_left(self.firsts, segment.end)
+        near = [k for k in self.narrow[low:high] if self.entities[k].tokens[-1] >= segment.start]
+        wide = [k for k in self.wide if self.entities[k].tokens[0] < segment.end and self.entities[k].tokens[-1] >= segment.start]
+        return [self.entities[k] for k in sorted(near + wide)]
 
 
 # A group is closed once padding it would cost more than this many times its members' own cost

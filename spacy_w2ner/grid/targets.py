@@ -22,6 +22,8 @@ absent (weight 0), so windows never teach that half an entity is no entity. The 
 join a discontinuous entity's fragments across its gap can weigh more than other cells
 (``gap_link_weight``): they are rare, and the grid learns to leave them out.
 """
+from bisect import bisect_right
+from itertools import accumulate
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -29,7 +31,7 @@ from spacy.training import Example
 
 from ..entities import Entity, aligned_gold_entities
 from .codec import encode_grid
-from .segments import Region, Segment, regions_joined_for, sentence_regions
+from .segments import Region, Segment, entities_met, regions_joined_for, sentence_regions
 
 
 def gold_entities(
@@ -69,9 +71,8 @@ def gold_grids(
     targets = np.zeros((len(segments), longest, longest), dtype="int64")
     weights = np.zeros((len(segments), longest, longest), dtype="float32")
     conflicts = 0
-    for k, segment in enumerate(segments):
-        entities = gold[segment.doc_index]
-        inside = [segment.to_segment(e) for e in entities if segment.contains(e.tokens)]
+    for k, (segment, (held, cut)) in enumerate(zip(segments, entities_met(segments, gold))):
+        inside = [segment.to_segment(e) for e in held]
         n = segment.length
         targets[k, :n, :n], segment_conflicts = encode_grid(inside, n)
         conflicts += segment_conflicts
@@ -80,10 +81,9 @@ def gold_grids(
             for entity in inside:
                 tails, heads = gap_links(entity.tokens)
                 weights[k, tails, heads] = gap_link_weight
-        for entity in entities:
-            if segment.cuts(entity.tokens):
-                kept = [t - segment.start for t in entity.tokens if segment.start <= t < segment.end]
-                weights[k, kept[:-1], kept[1:]] = 0.0
+        for entity in cut:
+            kept = segment.held(entity.tokens)
+            weights[k, kept[:-1], kept[1:]] = 0.0
     return targets, weights, conflicts
 
 
@@ -94,15 +94,21 @@ def gap_links(tokens: Sequence[int]) -> Tuple[List[int], List[int]]:
 
 
 def count_unlearnable(gold: Sequence[Sequence[Entity]], segments: Sequence[Segment]) -> int:
-    """Gold entities that no segment holds whole."""
-    by_doc: Dict[int, List[Segment]] = {}
+    """Gold entities that no segment holds whole: for each, the furthest end of its doc's
+    segments that start at or before its first token (found by bisection) is at or before its
+    last token."""
+    by_doc: Dict[int, List[Tuple[int, int]]] = {}
     for segment in segments:
-        by_doc.setdefault(segment.doc_index, []).append(segment)
-    return sum(
-        not any(segment.contains(entity.tokens) for segment in by_doc.get(i, []))
-        for i, entities in enumerate(gold)
-        for entity in entities
-    )
+        by_doc.setdefault(segment.doc_index, []).append((segment.start, segment.end))
+    unlearnable = 0
+    for i, entities in enumerate(gold):
+        spans = sorted(by_doc.get(i, []))
+        starts = [start for start, _ in spans]
+        furthest = list(accumulate((end for _, end in spans), max))
+        for entity in entities:
+            before = bisect_right(starts, entity.tokens[0])
+            unlearnable += before == 0 or furthest[before - 1] <= entity.tokens[-1]
+    return unlearnable
 
 
 

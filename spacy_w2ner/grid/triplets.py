@@ -28,7 +28,7 @@ from typing import List, NamedTuple, Sequence
 import numpy as np
 
 from ..entities import Entity
-from .segments import Segment
+from .segments import Segment, entities_met
 
 
 class SegmentTriplets(NamedTuple):
@@ -53,11 +53,9 @@ def batch_triplets(segments: Sequence[Segment], gold: Sequence[Sequence[Entity]]
     """The triplets of a batch of segments; ``gold[doc_index]`` holds the doc's gold entities
     (label ids, doc token indices), as ``targets.gold_grids`` reads them."""
     found = []
-    for k, segment in enumerate(segments):
-        entities = gold[segment.doc_index]
-        inside = [segment.to_segment(e).tokens for e in entities if segment.contains(e.tokens)]
-        cut = [[t - segment.start for t in e.tokens if segment.start <= t < segment.end] for e in entities if segment.cuts(e.tokens)]
-        triplets = segment_triplets(k, segment.length, inside, cut, window)
+    for k, (segment, (held, cut)) in enumerate(zip(segments, entities_met(segments, gold))):
+        inside = [segment.to_segment(e).tokens for e in held]
+        triplets = segment_triplets(k, segment.length, inside, [segment.held(e.tokens) for e in cut], window)
         if len(triplets.anchors):
             found.append(triplets)
     return BatchTriplets(found, sum(segment.length**2 for segment in segments))

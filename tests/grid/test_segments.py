@@ -346,3 +346,42 @@ def test_regions_joined_for_removes_exactly_the_boundaries_inside_an_entity():
         inside = {b for b in starts[1:] for e in entities if e.tokens[0] < b <= e.tokens[-1]}
         kept = [0] + [b for b in starts[1:] if b not in inside]
         assert regions_joined_for(regions, entities) == (list(zip(kept, kept[1:] + [n])), len(inside))
+
+
+def test_entities_met_and_unlearnable_are_the_definitions_on_long_documents_of_many_segments():
+    """``entities_met`` (each segment's entities held whole and cut, in the doc's order),
+    ``Segment.held`` and ``targets.count_unlearnable`` against ``contains``/``cuts`` over every
+    entity, on random documents: sentences, windows that overlap, a segment set with gaps, and
+    entities nested, discontinuous, duplicated and wider than every segment."""
+    import random
+
+    from spacy_w2ner.grid.segments import entities_met
+    from spacy_w2ner.grid.targets import count_unlearnable
+
+    rng = random.Random(0)
+    for _ in range(300):
+        gold, segments = [], []
+        for doc_index in range(rng.randint(1, 3)):
+            n = rng.randint(1, 120)
+            starts = [0] + sorted(rng.sample(range(1, n), rng.randint(0, min(n - 1, 15))))
+            for start, end in zip(starts, starts[1:] + [n]):
+                segments += window_region(doc_index, start, end, rng.randint(3, 20), 2) if end - start > 2 else [Segment(doc_index, start, end, start, end)]
+            entities = []
+            for _ in range(rng.randint(0, 25)):
+                first = rng.randrange(n)
+                tokens = sorted({first, *rng.sample(range(first, n), min(n - first, rng.randint(0, 3)))})
+                entities.append(Entity(rng.choice("AB"), tuple(tokens)))
+            entities += rng.sample(entities, min(len(entities), 2))  # the same entity twice
+            gold.append(entities)
+        segments = [s for s in segments if rng.random() < 0.8]  # a batch holds some of a doc's segments
+        rng.shuffle(segments)
+        met = list(entities_met(segments, gold))
+        assert len(met) == len(segments)
+        for segment, (held, cut) in zip(segments, met):
+            entities = gold[segment.doc_index]
+            assert held == [e for e in entities if segment.contains(e.tokens)]
+            assert cut == [e for e in entities if segment.cuts(e.tokens)]
+            for e in cut:
+                assert segment.held(e.tokens) == [t - segment.start for t in e.tokens if segment.start <= t < segment.end]
+        by_definition = sum(not any(s.contains(e.tokens) for s in segments if s.doc_index == i) for i, doc in enumerate(gold) for e in doc)
+        assert count_unlearnable(gold, segments) == by_definition
