@@ -110,8 +110,9 @@ def spacy_doc(document: Document, vocab, sentences: bool):
 
 
 def write_tagged(document: Document, path: Path, kind: str) -> None:
-    """CoNLL (BIO, flat entities only) or Dai (every entity) of the document, one sentence a
-    line block: shape ``line`` one sentence, ``sentences`` one per full stop."""
+    """CoNLL (BIO), BMES (flat entities only, a word a line as the reader takes a character) or
+    Dai (every entity) of the document, one sentence a block: shape ``line`` one sentence,
+    ``sentences`` one per full stop."""
     blocks, block = [], []
     for i, word in enumerate(document.words):
         block.append(i)
@@ -127,12 +128,12 @@ def write_tagged(document: Document, path: Path, kind: str) -> None:
         while e < len(entities) and entities[e][1][0] <= last:
             inside.append(entities[e])
             e += 1
-        if kind == "conll":
+        if kind in ("conll", "bmes"):
             tags = {}
             for label, tokens in inside:
                 if len(tokens) == tokens[-1] - tokens[0] + 1 and not any(t in tags for t in tokens):
                     for k, t in enumerate(tokens):
-                        tags[t] = ("B-" if k == 0 else "I-") + label
+                        tags[t] = (bmes_prefix(k, len(tokens)) if kind == "bmes" else "B-" if k == 0 else "I-") + label
             out += [f"{document.words[i]} {tags.get(i, 'O')}" for i in block] + [""]
         else:
             out.append(" ".join(document.words[i] for i in block))
@@ -149,12 +150,17 @@ def write_tagged(document: Document, path: Path, kind: str) -> None:
     path.write_text("\n".join(out) + "\n", encoding="utf8")
 
 
+def bmes_prefix(k: int, length: int) -> str:
+    """The BMES tag's prefix of an entity's k-th token."""
+    return "S-" if length == 1 else "B-" if k == 0 else "E-" if k == length - 1 else "M-"
+
+
 class Inputs:
     """The document in each format the paths read, each file written when first asked for
     (``inputs["brat"]``): a path prepares only what it reads."""
 
     NAMES = {"brat": "brat", "bioc-xml": "long.xml", "bioc-json": "long.bioc.json", "pubtator": "long.pubtator",
-             "label-studio": "long.label-studio.json", "w2ner-json": "long.json", "conll": "long.conll",
+             "label-studio": "long.label-studio.json", "w2ner-json": "long.json", "conll": "long.conll", "bmes": "long.bmes",
              "dai": "long.dai.txt", "spacy": "long.spacy", "txt": "long.txt", "jsonl": "long.jsonl", "directory": "notes"}  # fmt: skip
 
     def __init__(self, document: Document, shape: str, directory: Path):
@@ -201,7 +207,7 @@ class Inputs:
             formats.docs_to_label_studio([self.doc], path)
         elif key == "w2ner-json":
             formats.write_w2ner_json(sentence_docs(self.doc) if self.shape == "sentences" else [self.doc], path)
-        elif key in ("conll", "dai"):
+        elif key in ("conll", "bmes", "dai"):
             write_tagged(self.document, path, key)
         elif key == "spacy":
             formats.write_docbin([self.doc], path)
@@ -427,6 +433,7 @@ PATHS: Dict[str, Prepare] = {
     "convert bioc (JSON)": convert("bioc", "bioc-json"),
     "convert w2ner-json": convert("w2ner-json"),
     "convert conll": convert("conll"),
+    "convert bmes": convert("bmes"),
     "convert dai": convert("dai"),
     "export brat": export("brat", "brat", "brat"),
     "export pubtator": export("pubtator", "pubtator", "out.pubtator", "--discontinuous", "split"),
@@ -550,13 +557,29 @@ START_UP_TOKENS = 100
 # start-up's (some 0.2 s: spaCy's tokenizer made for each command) on the machine it runs on; on a
 # CI run the start-up's jitter on 0.01-0.1 s of work read as 24-97 times for 8 times the tokens.
 MIN_OWN_WORK, MAX_DOUBLINGS = 1.0, 2
+# Every command of the CLI and the paths above that time its work on a document ("convert *": every
+# convert path), or why it takes none: tests/bench/test_scaling.py fails on a command in neither,
+# on a name here that no path matches, and on a format that convert reads or export writes
+# without a path.
+COMMAND_PATHS: Dict[str, tuple] = {
+    "convert": ("convert *",), "export": ("export *",), "split": ("split",), "filter": ("filter",),
+    "train": ("initialize", "train step"), "adapt-encoder": ("adapt-encoder texts",), "annotate": ("annotate *",),
+    "show": ("show --html",), "visualize": ("visualize",), "serve": ("serve request",),
+    # its corrections are read as convert reads Label Studio's tasks, and trained as train trains
+    "label-studio-backend": ("label-studio-backend predict", "convert label-studio", "train step"),
+    "tune-decoding": ("tune-decoding",),
+    "optimize": ("annotate txt",),  # its --sample is read as annotate reads it, then run through the pipeline
+    "model-card": ("convert *",),  # its --train is counted with get_entities and overlapping, as each converter's summary
+}  # fmt: skip
+TAKES_NO_DOCUMENT = {"schema": "prints the records' JSON Schema", "label-studio-config": "prints a labeling config for the labels",
+                     "fetch-encoder": "downloads an encoder's weights"}  # fmt: skip
 # Rounds of measurements more for a case over the limit (a quadratic path takes them all).
 MORE_ROUNDS = 2
 GUARD_N = {
     "initialize": 2000,
     "train step": 500,
     "train step | sentences": 8000,
-    **{f"convert {fmt} | sentences": 1000 for fmt in ("w2ner-json", "conll", "dai")},  # a Doc a sentence: some 2 ms each
+    **{f"convert {fmt} | sentences": 1000 for fmt in ("w2ner-json", "conll", "bmes", "dai")},  # a Doc a sentence: some 2 ms each
     **{f"{path} | sentences": 8000 for path in MODEL_PATHS},  # sentences' grids are small: some 10 microseconds a token
 }
 GUARD_N_DEFAULT, GUARD_N_MODEL = 16000, 500

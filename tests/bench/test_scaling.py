@@ -75,3 +75,22 @@ def test_the_guard_fails_a_path_that_sets_sentence_starts_token_by_token(pipelin
     monkeypatch.setitem(scaling.GUARD_N, "sentence starts token by token", 1000)
     g = measure("sentence starts token by token", "sentences", pipeline, shared, tmp_path)
     assert g["ratio"] > 2 * scaling.GROWTH_LIMIT
+
+
+def test_every_command_that_takes_a_document_has_a_path_that_times_it():
+    """A command added to the CLI fails this until bench/scaling.py's ``COMMAND_PATHS`` names the
+    paths that time its work on a document (or ``TAKES_NO_DOCUMENT`` says why it needs none); so
+    does a format that ``convert`` reads or ``export`` writes without a path."""
+    from fnmatch import fnmatch
+
+    from typer.main import get_command
+
+    from spacy_w2ner.cli import app
+    from spacy_w2ner.formats import FORMATS
+
+    assert set(get_command(app).commands) == set(scaling.COMMAND_PATHS) | set(scaling.TAKES_NO_DOCUMENT)
+    assert not set(scaling.COMMAND_PATHS) & set(scaling.TAKES_NO_DOCUMENT)
+    unmatched = [name for names in scaling.COMMAND_PATHS.values() for name in names if not any(fnmatch(path, name) for path in scaling.PATHS)]
+    assert unmatched == []
+    for verb, formats in (("convert", FORMATS), ("export", [name for name, fmt in FORMATS.items() if fmt.write])):
+        assert [fmt for fmt in formats if not any(path.split(" (")[0] == f"{verb} {fmt}" for path in scaling.PATHS)] == []
