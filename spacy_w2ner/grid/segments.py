@@ -6,7 +6,8 @@ sentences when it has sentence boundaries, and any stretch longer than
 overlapping windows. Each window owns a *core*: the cores partition the
 document, and an entity predicted in a window is kept only when its first token
 lies in that window's core, so each entity is reported once and comes from the
-window that sees the most context around its start.
+window that sees the most context around its start. Training asks which gold
+entities each segment holds whole or cuts (``entities_met``).
 """
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass

@@ -4,7 +4,9 @@ the time of a run on a 100-token document (start-up) taken off both, N doubled u
 is at least the start-up's on the machine that runs it, measured by bench/scaling.py's ``growth``
 on its generated document (entities, discontinuous and nested ones, annotations inside words) in
 both shapes (one line; many short sentences). A quadratic loop of the kind round 6 shipped (a
-setter that scans the Doc, called per token) fails it.
+setter that scans the Doc, called per token) fails it, as did a training step whose grids each
+scanned all of the document's entities (session 21). Which paths there are is checked against the
+CLI: every command that takes a document names the paths that time it (``COMMAND_PATHS``).
 
 The model paths run a tiny CNN pipeline with spaCy's sentencizer on one torch thread (a pipeline's
 cost per token, not its accuracy; one thread, so that CPU time is the work's, not threads waiting).
