@@ -147,40 +147,43 @@ def entities_met(segments: Sequence[Segment], entities: Sequence[Sequence[Entity
     """For each segment, the entities of its doc (``entities[doc_index]``, doc token indices) that
     it holds whole (``contains``) and those it cuts (``cuts``), each in the doc's order. The one
     place training asks which entities a segment meets: each doc's entities are searched by
-    their first token (``_EntitiesByFirstToken``), so a long document's many segments cost time
-    in proportion to the entities near each, not to all of the document's entities each."""
+    their first token (``IndexedEntities``: given so, or indexed here for these segments), so a
+    long document's many segments cost time in proportion to the entities near each, not to all
+    of the document's entities each."""
     longest: Dict[int, int] = {}
     for segment in segments:
         longest[segment.doc_index] = max(longest.get(segment.doc_index, 0), segment.length)
-    found: Dict[int, _EntitiesByFirstToken] = {}
+    found: Dict[int, IndexedEntities] = {}
     for segment in segments:
         doc = segment.doc_index
         if doc not in found:
-            found[doc] = _EntitiesByFirstToken(entities[doc], longest[doc])
+            given = entities[doc]
+            found[doc] = given if isinstance(given, IndexedEntities) else IndexedEntities(given, longest[doc])
         met = found[doc].meeting(segment)
         yield [e for e in met if segment.contains(e.tokens)], [e for e in met if not segment.contains(e.tokens)]
 
 
-class _EntitiesByFirstToken:
-    """A doc's entities ordered by first token. An entity whose span (first to last token) is
-    longer than ``longest`` (the doc's longest segment) is never held whole, only cut: such
-    entities are kept apart and checked against every segment, so that one of them does not
-    widen every segment's search."""
+class IndexedEntities(list):
+    """A doc's entities (the list, in the doc's order), searched by first token for the segments
+    that meet them. An entity spanning more than ``widest`` tokens (the longest segment there can
+    be: the model's ``max_window``) is never held whole, only cut: such entities are kept apart and
+    checked against every segment, so that one of them does not widen every segment's search.
+    Training indexes a step's gold entities once (``model.objective``), not once a grid batch."""
 
-    def __init__(self, entities: Sequence[Entity], longest: int):
-        self.entities = entities
-        spans = [e.tokens[-1] - e.tokens[0] for e in entities]
-        self.wide = [k for k, span in enumerate(spans) if span >= longest]
-        self.narrow = sorted((k for k, span in enumerate(spans) if span < longest), key=lambda k: entities[k].tokens[0])
-        self.firsts = [entities[k].tokens[0] for k in self.narrow]
+    def __init__(self, entities: Iterable[Entity], widest: int):
+        super().__init__(entities)
+        spans = [e.tokens[-1] - e.tokens[0] for e in self]
+        self.wide = [k for k, span in enumerate(spans) if span >= widest]
+        self.narrow = sorted((k for k, span in enumerate(spans) if span < widest), key=lambda k: self[k].tokens[0])
+        self.firsts = [self[k].tokens[0] for k in self.narrow]
         self.reach = max((spans[k] for k in self.narrow), default=0)  # how far before a segment a narrow entity may start
 
     def meeting(self, segment: Segment) -> List[Entity]:
         """The entities a segment holds some of the span of, in the doc's order."""
         low, high = bisect_left(self.firsts, segment.start - self.reach), bisect_left(self.firsts, segment.end)
-        near = [k for k in self.narrow[low:high] if self.entities[k].tokens[-1] >= segment.start]
-        wide = [k for k in self.wide if self.entities[k].tokens[0] < segment.end and self.entities[k].tokens[-1] >= segment.start]
-        return [self.entities[k] for k in sorted(near + wide)]
+        near = [k for k in self.narrow[low:high] if self[k].tokens[-1] >= segment.start]
+        wide = [k for k in self.wide if self[k].tokens[0] < segment.end and self[k].tokens[-1] >= segment.start]
+        return [self[k] for k in sorted(near + wide)]
 
 
 # A group is closed once padding it would cost more than this many times its members' own cost

@@ -16,8 +16,7 @@ from spacy.training import Example
 from thinc.api import Model
 from thinc.types import Floats4d
 
-from ..entities import Entity
-from ..grid.segments import Region, Segment, segment_docs
+from ..grid.segments import IndexedEntities, Region, Segment, segment_docs
 from ..grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
 from .loss import grid_cross_entropy, grid_triplet_loss
 from .types import CellWeights
@@ -26,7 +25,7 @@ from .types import CellWeights
 @dataclass
 class TrainingObjective:
     model: Model
-    gold: List[List[Entity]]
+    gold: List[IndexedEntities]
     regions: List[List[Region]]
     counts: Counter = field(default_factory=Counter)
     cross_entropy: float = 0.0  # the grid batches' summed cross-entropy so far
@@ -36,7 +35,8 @@ class TrainingObjective:
     def of(cls, model: Model, examples: Sequence[Example], labels: Sequence[str], spans_key: str, regions: bool = True) -> "TrainingObjective":
         """The examples' aligned gold entities (label ids; ValueError naming a doc whose label is
         not one of ``labels``) and, with ``regions``, the regions their training grids cover."""
-        gold, misaligned = gold_entities(examples, labels, spans_key)
+        found_gold, misaligned = gold_entities(examples, labels, spans_key)
+        gold = [IndexedEntities(entities, model.attrs["max_window"]) for entities in found_gold]  # once a step, for every grid batch
         found = [training_regions(example, entities) for example, entities in zip(examples, gold)] if regions else []
         counts = Counter(misaligned=misaligned, joined_sentences=sum(joined for _, joined in found))
         return cls(model, gold, [regions for regions, _ in found], counts)

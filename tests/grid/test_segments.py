@@ -355,7 +355,7 @@ def test_entities_met_and_unlearnable_are_the_definitions_on_long_documents_of_m
     entities nested, discontinuous, duplicated and wider than every segment."""
     import random
 
-    from spacy_w2ner.grid.segments import entities_met
+    from spacy_w2ner.grid.segments import IndexedEntities, entities_met
     from spacy_w2ner.grid.targets import count_unlearnable
 
     rng = random.Random(0)
@@ -377,6 +377,8 @@ def test_entities_met_and_unlearnable_are_the_definitions_on_long_documents_of_m
         rng.shuffle(segments)
         met = list(entities_met(segments, gold))
         assert len(met) == len(segments)
+        # Indexed ahead, as a training step does, with any widest segment: the same entities.
+        assert list(entities_met(segments, [IndexedEntities(doc, rng.randint(1, 25)) for doc in gold])) == met
         for segment, (held, cut) in zip(segments, met):
             entities = gold[segment.doc_index]
             assert held == [e for e in entities if segment.contains(e.tokens)]
