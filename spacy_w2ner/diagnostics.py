@@ -16,9 +16,10 @@ CAUSES = {
         "of the loss"
     ),
     "unlearnable": (
-        "gold entities cross a sentence boundary or are longer than max_window, so no grid "
-        "holds them whole; they cannot be learned. Check the sentence boundaries, or raise "
-        "max_window"
+        "gold entities cross a sentence boundary, are longer than max_window, or (in a sentence "
+        "cut into windows) span more than window_overlap + 1 tokens where every window cuts "
+        "them: no grid holds them whole, so they cannot be learned. Check the sentence "
+        "boundaries, or raise max_window (or window_overlap)"
     ),
     "joined_sentences": (
         "sentence boundaries fell inside gold entities: the sentences around each were trained "

@@ -12,9 +12,10 @@ match a gold entity. Keys (for spans_key "w2ner"):
   so ``spacy evaluate --spans-key w2ner`` shows them in its table.
 
 Figures are 0.0 when there is no such entity, gold or predicted. Gold entities
-that cannot be aligned to the predicted tokenization count as missed.
+that cannot be aligned to the predicted tokenization count as missed, in the
+discontinuous and overlapping figures too (gold overlap is read on the gold tokens).
 """
-from typing import Any, Callable, Dict, Iterable, Set
+from typing import Any, Callable, Dict, Iterable, List, Set, Tuple
 
 from spacy.scorer import PRFScore
 from spacy.training import Example
@@ -42,7 +43,10 @@ def score_entities(
                 _with_label(predicted_set, label), _with_label(gold_set, label)
             )
         discontinuous.score_set(_discontinuous(predicted_set), _discontinuous(gold_set))
-        overlap.score_set(_overlapping(predicted_set), _overlapping(gold_set))
+        discontinuous.fn += len(_discontinuous(set(unaligned)))
+        overlapping_gold, overlapping_unaligned = _overlapping_gold(example, spans_key, gold, unaligned)
+        overlap.score_set(_overlapping(predicted_set), overlapping_gold)
+        overlap.fn += overlapping_unaligned
     scores = {
         f"{spans_key}_p": overall.precision,
         f"{spans_key}_r": overall.recall,
@@ -72,3 +76,15 @@ def _discontinuous(entities: Set[Entity]) -> Set[Entity]:
 def _overlapping(entities: Set[Entity]) -> Set[Entity]:
     ordered = sorted(entities, key=lambda e: (e.tokens, e.label))
     return {ordered[k] for k in overlapping(ordered)}
+
+
+def _overlapping_gold(example: Example, spans_key: str, aligned: List[Entity], unaligned: List[Entity]) -> Tuple[Set[Entity], int]:
+    """The aligned gold entities that share a token with another gold entity, read on the gold
+    tokens so that an unaligned one counts, and how many unaligned ones do."""
+    if not unaligned:
+        return _overlapping(set(aligned)), 0
+    reference = get_entities(example.reference, spans_key)
+    shared = _overlapping(set(reference))
+    left_out = set(unaligned)
+    kept = [entity for entity in reference if entity not in left_out]  # in aligned_gold_entities' order
+    return {entity for entity, original in zip(aligned, kept) if original in shared}, len(left_out & shared)

@@ -13,7 +13,10 @@ which entity keeps a THW cell that two labels claim): training's targets, the co
 conflict counts and the grid picture's gold outlines all read it, so they cannot disagree.
 
 Decoding follows the paper: every NNW path from a head to a tail that a THW cell
-links is an entity. The number of paths per THW cell is capped, so a badly
+links is an entity. So entities of one label that share a word can read back as more
+than they are, in the reference's grid too: (A, B, D) and (B, C, D) also make
+(A, B, C, D) and (B, D). No sentence of CADEC's train, dev or test sets does (every gold
+grid decodes to its entities exactly). The number of paths per THW cell is capped, so a badly
 trained grid cannot make decoding explode in time or memory. With ``best_path_only``
 a THW cell gives one entity, its best-scoring path: gold corpora rarely hold two entities
 of one label with the same first and last words (10 of CADEC's 4428 train entities share
@@ -58,7 +61,8 @@ def gold_cells(entities: Iterable[Entity], length: Optional[int] = None) -> Gold
     The one definition of a gold grid: training (``encode_grid``), the conflict counts of
     the converters (``thw_conflicts``) and the grid picture's outlines all read it. Only one
     label fits a (tail, head) cell: the first entity to claim it keeps it, and each later
-    entity of another label there is a THW conflict (it cannot be represented). With
+    entity of another label there is a THW conflict (it cannot be represented, so none of its
+    cells is written: its NNW path would read as another entity of the first label). With
     ``length``, tokens outside a grid of that many words raise ValueError.
     """
     relations: Dict[Cell, int] = {}
@@ -69,10 +73,11 @@ def gold_cells(entities: Iterable[Entity], length: Optional[int] = None) -> Gold
             raise ValueError("An entity must have at least one token")
         if tokens[0] < 0 or (length is not None and tokens[-1] >= length):
             raise ValueError(f"Entity tokens {tokens} fall outside a grid of {length} words")
-        relations.update(dict.fromkeys(zip(tokens, tokens[1:]), NNW))
         relation = THW_OFFSET + entity.label
         if relations.setdefault((tokens[-1], tokens[0]), relation) != relation:
-            conflicts += 1
+            conflicts += 1  # its links are left out too: under the other label they would make another entity
+            continue
+        relations.update(dict.fromkeys(zip(tokens, tokens[1:]), NNW))
     return GoldCells(relations, conflicts)
 
 

@@ -4,9 +4,10 @@ A grid costs n^2 cells, so a document is never gridded whole. It is cut into
 sentences when it has sentence boundaries, and any stretch longer than
 ``max_window`` tokens (a sentence, or the whole unsegmented document) into
 overlapping windows. Each window owns a *core*: the cores partition the
-document, and an entity predicted in a window is kept only when its first token
-lies in that window's core, so each entity is reported once and comes from the
-window that sees the most context around its start. Training asks which gold
+document, and an entity predicted in a window is kept when its first token lies
+in that window's core, so each entity is reported once and comes from the window
+that sees the most context around its start; an entity that window cannot hold
+(it ends past the window) is kept from the windows that hold it whole. Training asks which gold
 entities each segment holds whole or cuts (``entities_met``).
 """
 from bisect import bisect_left, bisect_right
@@ -256,23 +257,53 @@ def decode_segments(
 ) -> Tuple[List[List[Entity]], int]:
     """The entities of each doc, read off the grids of its segments.
 
-    An entity is kept from the segment whose core owns its first token, so each is
-    reported once; if two grids report the same entity, the higher score counts.
-    Returns the entities per doc (labels are label ids, tokens doc indices) and the
-    number of THW cells whose paths were not all read (see ``decode_grid``, which takes
+    An entity is kept from the segment whose core owns its first token, so each is reported
+    once, from the window with the most context around its start; where that segment cannot
+    hold it (it ends past the segment's end), from the segments that hold it whole, as training
+    taught it there (``targets.gold_grids``). If two grids report the same entity, the higher
+    score counts. Returns the entities per doc (labels are label ids, tokens doc indices) and
+    the number of THW cells whose paths were not all read (see ``decode_grid``, which takes
     ``best_path_only``).
     """
     found: List[Dict[Entity, Entity]] = [{} for _ in range(n_docs)]
+    segments: List[List[Segment]] = [[] for _ in range(n_docs)]
+    elsewhere: List[Tuple[int, Entity]] = []  # (doc, entity) held whole by a segment whose core does not own its first token
     truncated = 0
     for segment, relations, confidences in grids:
         result = decode_grid(relations, confidences, max_paths_per_edge=max_paths_per_edge, best_path_only=best_path_only)
         truncated += result.truncated_edges
-        doc_found = found[segment.doc_index]
+        segments[segment.doc_index].append(segment)
         for entity in result.entities:
-            if not segment.owns(segment.start + entity.tokens[0]):
-                continue
             entity = segment.to_doc(entity)
-            previous = doc_found.get(entity)
-            if previous is None or entity.score > previous.score:
-                doc_found[entity] = entity
+            if segment.owns(entity.tokens[0]):
+                _keep(found[segment.doc_index], entity)
+            else:
+                elsewhere.append((segment.doc_index, entity))
+    owners = _core_owners(segments, {doc_index for doc_index, _ in elsewhere})
+    for doc_index, entity in elsewhere:
+        owner = owners[doc_index](entity.tokens[0])
+        if owner is None or not owner.contains(entity.tokens):
+            _keep(found[doc_index], entity)
     return [list(doc_found.values()) for doc_found in found], truncated
+
+
+def _keep(doc_found: Dict[Entity, Entity], entity: Entity) -> None:
+    previous = doc_found.get(entity)
+    if previous is None or entity.score > previous.score:
+        doc_found[entity] = entity
+
+
+def _core_owners(segments: Sequence[Sequence[Segment]], doc_indices: Iterable[int]) -> Dict[int, Callable[[int], Optional[Segment]]]:
+    """For each of ``doc_indices``, a function from a token to the segment whose core owns it
+    (None where no segment of the doc does), by bisection over the cores' starts."""
+
+    def owner_in(cores: List[Segment]) -> Callable[[int], Optional[Segment]]:
+        starts = [segment.core_start for segment in cores]
+
+        def owner(token: int) -> Optional[Segment]:
+            k = bisect_right(starts, token) - 1
+            return cores[k] if k >= 0 and cores[k].owns(token) else None
+
+        return owner
+
+    return {i: owner_in(sorted(segments[i], key=lambda segment: segment.core_start)) for i in doc_indices}

@@ -7,7 +7,8 @@ Some gold entities cannot be taught, and are counted so the component can say so
 
 * ``misaligned``: a fragment boundary falls inside a predicted token;
 * ``unlearnable``: no segment holds the entity whole (it crosses a sentence
-  boundary, or is longer than ``max_window``);
+  boundary, is longer than ``max_window``, or is cut by every window of a long
+  sentence: only one spanning at most ``window_overlap`` + 1 tokens never is);
 * ``thw_conflicts``: another entity with the same first and last word but another
   label already claims its tail-to-head cell (one label per cell; the first wins).
 
@@ -18,7 +19,8 @@ their length. Sentences that a gold entity crosses are joined into one region (c
 an entity is never cut by a boundary.
 
 The links of an entity that a window cuts are neither taught as present nor as
-absent (weight 0), so windows never teach that half an entity is no entity. The links that
+absent (weight 0), so windows never teach that half an entity is no entity; a link it
+shares with an entity the window holds whole is taught as that entity's. The links that
 join a discontinuous entity's fragments across its gap can weigh more than other cells
 (``gap_link_weight``): they are rare, and the grid learns to leave them out.
 """
@@ -30,7 +32,7 @@ import numpy as np
 from spacy.training import Example
 
 from ..entities import Entity, aligned_gold_entities
-from .codec import encode_grid
+from .codec import NONE, encode_grid
 from .segments import Region, Segment, entities_met, regions_joined_for, sentence_regions
 
 
@@ -65,17 +67,14 @@ def gold_grids(
     NNW cells that join an entity's fragments across a gap) for a batch of segments.
 
     ``gold[doc_index]`` holds the doc's gold entities (label ids, doc token indices).
-    Returns (targets, weights), both (segments, longest, longest), and the number of
-    THW conflicts on the batch's grids.
+    Returns (targets, weights), both (segments, longest, longest).
     """
     targets = np.zeros((len(segments), longest, longest), dtype="int64")
     weights = np.zeros((len(segments), longest, longest), dtype="float32")
-    conflicts = 0
     for k, (segment, (held, cut)) in enumerate(zip(segments, entities_met(segments, gold))):
         inside = [segment.to_segment(e) for e in held]
         n = segment.length
-        targets[k, :n, :n], segment_conflicts = encode_grid(inside, n)
-        conflicts += segment_conflicts
+        targets[k, :n, :n], _ = encode_grid(inside, n)  # conflicts: counted once a doc (``thw_conflicts``)
         weights[k, :n, :n] = 1.0
         if gap_link_weight != 1.0:
             for entity in inside:
@@ -83,8 +82,9 @@ def gold_grids(
                 weights[k, tails, heads] = gap_link_weight
         for entity in cut:
             kept = segment.held(entity.tokens)
-            weights[k, kept[:-1], kept[1:]] = 0.0
-    return targets, weights, conflicts
+            links = (k, kept[:-1], kept[1:])
+            weights[links] *= targets[links] != NONE  # a link an entity held whole shares stays taught
+    return targets, weights
 
 
 def gap_links(tokens: Sequence[int]) -> Tuple[List[int], List[int]]:

@@ -16,6 +16,7 @@ from spacy.training import Example
 from thinc.api import Model
 from thinc.types import Floats4d
 
+from ..grid.codec import thw_conflicts
 from ..grid.segments import IndexedEntities, Region, Segment, segment_docs
 from ..grid.targets import count_unlearnable, gold_entities, gold_grids, training_regions
 from .loss import grid_cross_entropy, grid_triplet_loss
@@ -38,7 +39,11 @@ class TrainingObjective:
         found_gold, misaligned = gold_entities(examples, labels, spans_key)
         gold = [IndexedEntities(entities, model.attrs["max_window"]) for entities in found_gold]  # once a step, for every grid batch
         found = [training_regions(example, entities) for example, entities in zip(examples, gold)] if regions else []
-        counts = Counter(misaligned=misaligned, joined_sentences=sum(joined for _, joined in found))
+        counts = Counter(
+            misaligned=misaligned,
+            joined_sentences=sum(joined for _, joined in found),
+            thw_conflict=sum(thw_conflicts(entities) for entities in gold),  # once a doc, not once a window that holds them
+        )
         return cls(model, gold, [regions for regions, _ in found], counts)
 
     def denominator(self, docs: Sequence[Doc]) -> int:
@@ -55,14 +60,13 @@ class TrainingObjective:
         the step's ``n_cells``."""
         attrs = self.model.attrs
         gap_link = attrs.get("cell_weights", CellWeights()).gap_link
-        targets, weights, conflicts = gold_grids(segments, logits.shape[1], self.gold, gap_link)
+        targets, weights = gold_grids(segments, logits.shape[1], self.gold, gap_link)
         loss, gradient = grid_cross_entropy(self.model.ops, logits, targets, weights, n_cells)
         triplet, triplet_gradient = grid_triplet_loss(logits, segments, self.gold, attrs.get("triplet"), n_cells)
         if triplet_gradient is not None:
             gradient += triplet_gradient
         self.cross_entropy += loss
         self.triplet += triplet
-        self.counts["thw_conflict"] += conflicts
         return gradient
 
     def loss(self, n_cells: int) -> float:

@@ -427,14 +427,23 @@ def test_thw_conflicts_counts_what_encode_grid_leaves_out():
     assert thw_conflicts([]) == 0
 
 
+def test_an_entity_that_loses_its_thw_cell_is_not_taught_as_another_of_the_winner_s_label():
+    """Its links under the winner's THW cell would decode as an entity nobody annotated."""
+    from spacy_w2ner.entities import Entity
+
+    grid, conflicts = encode_grid([Entity(0, (A, B, C)), Entity(1, (A, C))], 5)
+    assert conflicts == 1 and grid[A, C] == 0
+    assert decoded_set(decode_grid(grid)) == {(0, (A, B, C))}
+
+
 def test_gold_cells_are_the_grid_encode_grid_writes():
     from spacy_w2ner.entities import Entity
     from spacy_w2ner.grid.codec import gold_cells
 
     entities = [Entity(1, (A, C)), Entity(0, (A, B, C)), Entity(1, (A, D)), Entity(1, (A, B, D)), Entity(0, (E,))]
     cells, conflicts = gold_cells(entities, 5)
-    assert conflicts == 1  # (A, B, C) of label 0: label 1 claimed (C, A) first
-    assert cells == {(C, A): THW_OFFSET + 1, (A, B): NNW, (B, C): NNW, (D, A): THW_OFFSET + 1, (B, D): NNW,
+    assert conflicts == 1  # (A, B, C) of label 0: label 1 claimed (C, A) first, so none of its cells is written
+    assert cells == {(C, A): THW_OFFSET + 1, (A, B): NNW, (D, A): THW_OFFSET + 1, (B, D): NNW,
                      (A, C): NNW, (A, D): NNW, (E, E): THW_OFFSET}
     grid, encoded_conflicts = encode_grid(entities, 5)
     assert encoded_conflicts == conflicts

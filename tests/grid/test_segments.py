@@ -11,6 +11,7 @@ import numpy as np
 
 from spacy_w2ner.entities import Entity
 from spacy_w2ner.grid.codec import encode_grid
+from spacy_w2ner.grid.targets import count_unlearnable, gold_grids
 from spacy_w2ner.grid.segments import (
     Segment,
     batch_by_cells,
@@ -276,6 +277,43 @@ def test_window_predictions_are_merged_by_core():
     )
     assert sorted(found[0], key=lambda e: e.tokens) == [Entity(0, (5, 6)), Entity(1, (7, 9))]
     assert truncated == 0
+
+
+def test_an_entity_its_first_token_s_window_cuts_is_kept_from_a_window_that_holds_it():
+    """With the defaults (256 / 64), tokens 410-449 of a 700-token doc: the window whose core
+    holds 410 ends at 448, the next holds the entity whole and was taught it there; and an
+    entity that core's window holds (400-401, which the next window holds too) is read from it
+    alone."""
+    doc = spacy.blank("en").make_doc(" ".join(["w"] * 700))
+    segments = segment_doc(doc, 0, 256, 64)
+    gold = [Entity(0, tuple(range(410, 450))), Entity(1, (400, 401))]
+    assert count_unlearnable([gold], segments) == 0
+    targets, _ = gold_grids(segments, 256, [gold])
+    perfect = [(s, targets[k, : s.length, : s.length], np.ones((s.length, s.length))) for k, s in enumerate(segments)]
+    found, _ = decode_segments(perfect, 1, 64)
+    assert sorted(found[0], key=lambda e: e.tokens) == [gold[1], gold[0]]
+    owner = next(s for s in segments if s.owns(400))
+    silent = [(s, np.zeros_like(r) if s == owner else r, c) for s, r, c in perfect]
+    found, _ = decode_segments(silent, 1, 64)
+    assert found[0] == [gold[0]]  # (400, 401): its owner predicts nothing there, so nothing
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.integers(1, 12), st.integers(1, 60))
+def test_perfect_window_grids_give_back_every_entity_a_window_holds(data, max_window, n):
+    """Flat entities (no shared word: no grid ambiguity) in a stretch cut into windows: the grids
+    training teaches, read back as predictions, give exactly the entities some window holds
+    whole (``count_unlearnable``'s complement)."""
+    overlap = data.draw(st.integers(0, max_window - 1))
+    segments = window_region(0, 0, n, max_window, overlap)
+    bounds = sorted(data.draw(st.sets(st.integers(0, n), max_size=12)))
+    entities = [Entity(k % 2, tuple(range(a, b))) for k, (a, b) in enumerate(zip(bounds[::2], bounds[1::2])) if b > a]
+    targets, _ = gold_grids(segments, max_window, [entities])
+    perfect = [(s, targets[k, : s.length, : s.length], np.ones((s.length, s.length))) for k, s in enumerate(segments)]
+    found, _ = decode_segments(perfect, 1, 64)
+    learnable = [e for e in entities if any(s.contains(e.tokens) for s in segments)]
+    assert sorted(found[0], key=lambda e: e.tokens) == learnable
+    assert count_unlearnable([entities], segments) == len(entities) - len(learnable)
 
 
 def test_decode_segments_keeps_the_higher_score_and_doc_order():

@@ -234,6 +234,23 @@ def test_unalignable_gold_counts_as_missed():
     assert scores["w2ner_per_type"]["STATE"]["r"] == 0.0
 
 
+def test_unalignable_gold_counts_as_missed_in_the_discontinuous_and_overlapping_figures_too():
+    """Gold "pain ... York" cannot be aligned ("York" lies inside "New-York"); gold "pain ...
+    knees" is found. Both are discontinuous and share "pain", so both count on those sides."""
+    reference = Doc(NLP.vocab, words=["pain", "in", "New", "-", "York", "and", "knees", "ache", "."],
+                    spaces=[True, True, False, False, True, True, True, False, False])
+    predicted = Doc(NLP.vocab, words=["pain", "in", "New-York", "and", "knees", "ache", "."],
+                    spaces=[True, True, True, True, True, False, False])
+    set_entities(reference, [("X", (0, 4), None), ("X", (0, 6), None)])
+    set_entities(predicted, [("X", (0, 4), 0.9)])  # "pain knees"
+    scores = score_entities([Example(predicted, reference)])
+    assert scores["w2ner_r"] == pytest.approx(0.5)
+    assert scores["w2ner_discontinuous_f"] == pytest.approx(2 / 3)  # 1 of 2 gold, 1 of 1 predicted
+    assert scores["w2ner_overlapping_f"] == 0.0  # 2 gold overlapping, none predicted
+    set_entities(predicted, [("X", (0, 4), 0.9), ("X", (0, 2), 0.8)])  # and "pain New-York", which overlaps it
+    assert score_entities([Example(predicted, reference)])["w2ner_overlapping_f"] == pytest.approx(2 * 0.5 * 0.5 / 1.0)
+
+
 def test_registered_scorer_is_score_entities():
     make_scorer = registry.scorers.get("spacy_w2ner.entity_scorer.v1")
     assert make_scorer() is score_entities
