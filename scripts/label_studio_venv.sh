@@ -10,5 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv-label-studio
-.venv-label-studio/bin/pip install -q "label-studio==1.23.*"
+# sentry-sdk 3 (2026) removed an option Label Studio 1.23 passes at start (TypeError: Unknown
+# option 'send_default_pii'); Label Studio asks for >=2.16 with no upper bound.
+.venv-label-studio/bin/pip install -q "label-studio==1.23.*" "sentry-sdk>=2.16,<3"
 .venv-label-studio/bin/pip show label-studio | grep -E '^(Name|Version):'

@@ -15,8 +15,10 @@ A task with no annotation is no document: it is listed and counted (``NOT_A_DOCU
 converted. Regions may share an id (scripts that make imports often write ``0``), unless a
 relation refers to it.
 
-Label Studio counts offsets in UTF-16 code units (JavaScript strings); they are turned into
-Python's characters and back. Malformed input (not JSON or UTF-8, a task without its text, a
+Label Studio's editor counts offsets in Unicode code points, as Python does (its text object's
+"global offsets"); older releases counted UTF-16 code units (JavaScript's string length), so a
+region whose offsets give its own text only when read as UTF-16 units, after a character outside
+the Basic Multilingual Plane (an emoji), is read as those. Malformed input (not JSON or UTF-8, a task without its text, a
 relation to a region that is not there or to an id several regions have, offsets outside the text)
 raises ``FormatError`` naming the file, the task and the line it starts on. The export is read one
 task at a time.
@@ -28,10 +30,8 @@ ids as they were read, where the Doc came from Label Studio.
 
 Also read: a JSON-MIN export (a row per task: the data's keys, each labels control's regions as a
 list, ``annotator``, ``annotation_id``); data whose text is under another key than ``text``
-(``text_key``, else the data's only string); regions whose offsets a script wrote in Python
-characters rather than UTF-16 code units (where only those give the region's text).
+(``text_key``, else the data's only string).
 """
-import bisect
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 from xml.sax.saxutils import quoteattr
@@ -160,12 +160,12 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_tex
     regions: List[Tuple[str, str, Tuple[int, int], Optional[str]]] = []  # (region id, label, range, text)
     links: List[Tuple[str, str, List[str]]] = []
     names: Dict[str, str] = {}
-    to_python = _python_offsets(text)
+    from_utf16 = _utf16_to_python(text)
     for k, result in enumerate(results):
         kind = result.get("type") if isinstance(result, dict) else None
         value = result.get("value") if isinstance(result, dict) else None
         if kind == "labels" and isinstance(value, dict) and "start" in value and "end" in value and result.get("to_name") not in other_texts:
-            edges = _region_range(value, text, to_python, where)
+            edges = _region_range(value, text, from_utf16, where)
             for region_id, label in _labelled(result, k, where):
                 regions.append((region_id, label, edges, value.get("text")))
             names = {"from_name": result.get("from_name", "label"), "to_name": result.get("to_name", "text")}
@@ -223,54 +223,42 @@ def _joined(regions, links, where: str, skips: Skips) -> List[Mention]:
     return mentions
 
 
-def _region_range(value: Dict[str, Any], text: str, to_python, where: str) -> Tuple[int, int]:
-    """A region's [start, end) in Python characters: Label Studio's UTF-16 offsets converted, or,
-    where only the offsets taken as Python characters give the region's own text (an import a
-    script made), those."""
-    start, end, shown = value["start"], value["end"], value.get("text")
-    python = isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= len(text) and isinstance(shown, str)
-    python = python and text_matches(text, [(start, end)], shown)
-    try:
-        edges = (to_python(start, where), to_python(end, where))
-    except FormatError:
-        if python:
-            return start, end
-        raise
-    return (start, end) if python and not text_matches(text, [edges], shown) else edges
+def _region_range(value: Dict[str, Any], text: str, from_utf16, where: str) -> Tuple[int, int]:
+    """A region's [start, end) in Python characters: its offsets as they are (code points), or,
+    where only those offsets read as UTF-16 code units give the region's own text (an older Label
+    Studio's export), those converted. FormatError where neither is within the text."""
+    start, end, shown = _offset(value["start"]), _offset(value["end"]), value.get("text")
+    within = start is not None and end is not None and 0 <= start <= end <= len(text)
+    if within and (not isinstance(shown, str) or text_matches(text, [(start, end)], shown)):
+        return start, end
+    edges = (from_utf16(start), from_utf16(end))
+    if None not in edges and isinstance(shown, str) and text_matches(text, [edges], shown):
+        return edges
+    if within:
+        return start, end  # its text differs from the text there: ``standoff``'s rule says what then
+    bad = value["start"] if start is None or not 0 <= start <= len(text) else value["end"]
+    raise FormatError(f"{where}: offset {bad!r} is not within the text of {len(text)} characters")
 
 
-def _python_offsets(text: str):
-    """A function from a UTF-16 offset of ``text`` (Label Studio's) to a Python one."""
+def _offset(offset: Any) -> Optional[int]:
+    """An offset as an int (a string of digits too), or None where it is none."""
+    if isinstance(offset, str) and offset.isdigit():
+        return int(offset)
+    return offset if isinstance(offset, int) and not isinstance(offset, bool) else None
+
+
+def _utf16_to_python(text: str) -> Callable[[Optional[int]], Optional[int]]:
+    """A function from a UTF-16 offset of ``text`` to a Python one (None where no character
+    starts there: past the end, or inside a surrogate pair)."""
     if all(ord(c) < 0x10000 for c in text):
-        limit = len(text)
-        table = None
-    else:
-        table = {}
-        units = 0
-        for k, c in enumerate(text):
-            table[units] = k
-            units += 2 if ord(c) >= 0x10000 else 1
-        table[units] = len(text)
-        limit = units
-
-    def convert(offset: Any, where: str) -> int:
-        if isinstance(offset, str) and offset.isdigit():
-            offset = int(offset)
-        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= limit or (table is not None and offset not in table):
-            raise FormatError(f"{where}: offset {offset!r} is not within the text of {limit} characters")
-        return offset if table is None else table[offset]
-
-    return convert
-
-
-def utf16_offsets(text: str) -> Callable[[int], int]:
-    """A function from a Python offset of ``text`` to its UTF-16 one (Label Studio's): the offset
-    plus the characters outside the Basic Multilingual Plane before it (two code units each),
-    found by bisection, so that a long text's offsets take linear time in all."""
-    beyond = [k for k, c in enumerate(text) if ord(c) >= 0x10000]
-    if not beyond:
-        return lambda offset: offset
-    return lambda offset: offset + bisect.bisect_left(beyond, offset)
+        return lambda offset: offset if offset is not None and 0 <= offset <= len(text) else None
+    table: Dict[int, int] = {}
+    units = 0
+    for k, c in enumerate(text):
+        table[units] = k
+        units += 2 if ord(c) >= 0x10000 else 1
+    table[units] = len(text)
+    return table.get
 
 
 class LabelStudioWriter:
@@ -312,11 +300,10 @@ def label_studio_task(doc: Doc, spans_key: str, model_version: str) -> Dict[str,
     from_name, to_name = meta.get("from_name", "label"), meta.get("to_name", "text")
     results, scores, used = [], [], set()
     text = doc.text  # built from the tokens on every call: once per doc
-    utf16 = utf16_offsets(text)
     for mention in mentions_of(doc, spans_key):
         ids = _region_ids(mention, used)
         for region_id, (start, end) in zip(ids, mention.ranges):
-            value = {"start": utf16(start), "end": utf16(end), "text": text[start:end], "labels": [mention.label]}
+            value = {"start": start, "end": end, "text": text[start:end], "labels": [mention.label]}
             region = {"id": region_id, "from_name": from_name, "to_name": to_name, "type": "labels", "value": value}
             if mention.score is not None:
                 region["score"] = round(float(mention.score), 6)

@@ -8,7 +8,7 @@ config (``config_names``: its ``<Labels>`` over a ``<Text>``), ``label-studio-co
 ``annotate.annotate_items`` (annotate's batching: ``nlp.pipe`` in batches of ``batch_size``, a
 text longer than ``nlp.max_length`` or one the tokenizer changes named as a problem) and each
 Doc through ``formats.label_studio.label_studio_task`` (the writer annotate uses): ``labels``
-regions at UTF-16 offsets with a score each, a discontinuous entity's regions chained by
+regions at Label Studio's offsets (code points) with a score each, a discontinuous entity's regions chained by
 ``fragment`` relations, and ``model_version``.
 
 The prediction's ``score`` is what Label Studio sorts tasks by for the annotator (lowest first):

@@ -32,7 +32,7 @@ def relation(from_id, to_id, labels=("fragment",)):
 RESULT = [
     region("a", 8, 19, text="pain in her"), region("b", 30, 36, text="ankles"), relation("a", "b"),
     region("c", 8, 25, text="pain in her knees"),
-    region("d", 40, 45, "TIME", "today"),  # after an emoji: offset 40 in UTF-16 is 39 in Python
+    region("d", 39, 44, "TIME", "today"),  # after an emoji: code points, as Python counts (40 in UTF-16)
     relation("c", "d", ["when"]),
     {"id": "x", "type": "choices", "from_name": "sentiment", "to_name": "text", "value": {"choices": ["neg"]}},
 ]  # fmt: skip
@@ -65,7 +65,7 @@ def test_export_then_read_back_gives_the_same_entities_scores_and_data(tmp_path)
     (prediction,) = task["predictions"]
     assert prediction["model_version"] == "m1" and prediction["score"] == 0.5
     regions = {r["id"]: r for r in prediction["result"] if r["type"] == "labels"}
-    assert regions["d"]["value"] == {"start": 40, "end": 45, "text": "today", "labels": ["TIME"]}
+    assert regions["d"]["value"] == {"start": 39, "end": 44, "text": "today", "labels": ["TIME"]}
     assert regions["d"]["score"] == pytest.approx(0.7)
     assert [r for r in prediction["result"] if r["type"] == "relation"] == [relation("a", "b")]
     (again,) = read_label_studio(tmp_path / "tasks.json", VOCAB, tokenizer=TOKENIZER, use="predictions")
@@ -195,7 +195,7 @@ def test_results_of_other_types_and_regions_with_spaces_at_their_edges(tmp_path)
 
 def test_json_min_exports_other_text_keys_and_python_offsets(tmp_path):
     """What else writes Label Studio tasks: its JSON-MIN export, data whose text is not under
-    'text', and a script's import whose offsets count Python characters, not UTF-16 units."""
+    'text', and an older Label Studio's export whose offsets count UTF-16 units, not code points."""
     rows = [
         {"id": 1, "content": TEXT, "label": [{"start": 8, "end": 12, "text": "pain", "labels": ["ADR"]}], "annotator": 4, "annotation_id": 7, "lead_time": 2.5},
         {"id": 2, "content": "Nothing here ."},
@@ -204,6 +204,9 @@ def test_json_min_exports_other_text_keys_and_python_offsets(tmp_path):
     assert [(e.label, e.text) for e in get_entities(docs[0])] == [("ADR", "pain")]
     assert docs[0].user_data["w2ner_label_studio"]["annotator"] == 4 and docs[0].user_data["w2ner_label_studio"]["text_key"] == "content"
     assert docs[1].user_data["w2ner_not_a_document"] == "task without annotations"
-    python = [{"id": 3, "data": {"text": TEXT}, "annotations": [{"result": [region("t", 39, 44, "TIME", "today")]}]}]  # 40-45 in UTF-16
-    (doc,) = read_label_studio(export(tmp_path, python), VOCAB, tokenizer=TOKENIZER)
+    utf16 = [{"id": 3, "data": {"text": TEXT}, "annotations": [{"result": [region("t", 40, 45, "TIME", "today")]}]}]  # 39-44 in code points
+    (doc,) = read_label_studio(export(tmp_path, utf16), VOCAB, tokenizer=TOKENIZER)
     assert [(e.label, e.text) for e in get_entities(doc)] == [("TIME", "today")]
+    docs_to_label_studio([doc], tmp_path / "tasks.json")  # written back in code points
+    (task,) = json.loads((tmp_path / "tasks.json").read_text(encoding="utf8"))
+    assert [(r["value"]["start"], r["value"]["end"]) for r in task["predictions"][0]["result"]] == [(39, 44)]

@@ -9,6 +9,7 @@ skipped. The server listens on 127.0.0.1 only, with its data in the test's tempo
 """
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -16,10 +17,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import spacy
 
 from spacy_w2ner import get_entities
 
-from ..conftest import cli, docbin_docs
+from ..conftest import TRAIN_DATA, cli, docbin_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("W2NER_LABEL_STUDIO_VENV", ROOT / ".venv-label-studio"))
@@ -136,3 +138,53 @@ def test_tasks_through_a_real_label_studio_come_back_with_the_same_entities(tmp_
     assert any(len(e.fragments) > 1 for e in get_entities(docbin_docs(tmp_path / "annotations" / "export.spacy")[0]))
     if os.environ.get("W2NER_SAVE_LABEL_STUDIO_EXPORT"):
         Path(os.environ["W2NER_SAVE_LABEL_STUDIO_EXPORT"]).write_bytes((tmp_path / "export.json").read_bytes())
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+EMOJI_TEXT = "😀😀 " + TRAIN_DATA[0][0] + " 👨‍👩‍👧 " + TRAIN_DATA[1][0]  # two emoji, then a family: 2 + 5 code points
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_the_label_studio_editor_highlights_each_predicted_region_s_own_text_after_emoji(tmp_path, label_studio, saved_model):
+    """annotate's Label Studio tasks, imported into a real Label Studio and opened in its editor in a
+    browser: each region highlights its own text after characters outside the Basic Multilingual
+    Plane (the editor counts code points; UTF-16 offsets highlighted 'pitor I' for 'Lipitor')."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    from spacy_w2ner.formats import label_studio_config
+
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "e1", "text": EMOJI_TEXT}, ensure_ascii=False) + "\n", encoding="utf8")
+    cli("annotate", saved_model, source, tmp_path / "tasks.json", "--output-format", "label-studio", "--no-progress")
+    tasks = json.loads((tmp_path / "tasks.json").read_text(encoding="utf8"))
+    regions = {r["id"]: r["value"]["text"] for r in tasks[0]["predictions"][0]["result"] if r["type"] == "labels"}
+    assert len(regions) >= 3
+    labels = sorted(spacy.load(saved_model).get_pipe("w2ner").labels)
+
+    def api(method, path, body=None):
+        data = None if body is None else json.dumps(body).encode("utf8")
+        headers = {"Authorization": f"Token {TOKEN}", **({"Content-Type": "application/json"} if data else {})}
+        with urllib.request.urlopen(urllib.request.Request(label_studio + path, data=data, headers=headers, method=method), timeout=120) as answer:
+            return json.loads(answer.read() or b"null")
+
+    project = api("POST", "/api/projects", {"title": "offsets", "label_config": label_studio_config(labels)})["id"]
+    api("POST", f"/api/projects/{project}/import", tasks)
+    listed = api("GET", f"/api/tasks?project={project}")
+    task = (listed["tasks"] if isinstance(listed, dict) else listed)[0]["id"]
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{label_studio}/user/login/")
+        page.fill("input[name=email]", "w2ner@example.com")
+        page.fill("input[name=password]", "w2ner-test-password")
+        page.click("button[type=submit]")
+        page.wait_for_load_state("networkidle")
+        page.goto(f"{label_studio}/projects/{project}/data?task={task}")
+        page.wait_for_selector("span.htx-highlight", timeout=120_000)
+        page.screenshot(path=str(tmp_path / "editor.png"))
+        highlighted = page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll('span.htx-highlight')].map(span =>
+                   [[...span.classList].find(c => c.startsWith('htx-highlight-')).slice(14), span.textContent]))"""
+        )  # the editor's class per region: htx-highlight-<region id>-<its number>
+        browser.close()
+    assert {region_id.rsplit("-", 1)[0]: text for region_id, text in highlighted.items()} == regions

@@ -15,7 +15,7 @@ from spacy import util
 from ..conftest import TRAIN_DATA
 
 # A discontinuous entity (pain ... ankles), nested ones, and a character outside the BMP (two
-# UTF-16 code units) before entities: Label Studio's offsets differ from Python's after it.
+# UTF-16 code units, one code point) before entities: Label Studio counts code points, as Python does.
 TEXTS = [text for text, _ in TRAIN_DATA] + ["🙂 She had pain in her knees and ankles ."]
 
 
