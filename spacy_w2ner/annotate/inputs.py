@@ -10,6 +10,8 @@ alone, strictly, for the commands that learn from raw text (``adapt-encoder``).
 """
 import gzip
 import json
+import math
+import re
 import sys
 from dataclasses import dataclass, field
 from itertools import islice
@@ -23,6 +25,7 @@ INPUT_FORMATS = ("txt", "jsonl", "spacy")
 # The problems of an input that holds no text at all (a blank line, an empty note).
 EMPTY_LINE = "empty line: no document"
 EMPTY_FILE = "empty file: no document"
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class InputError(ValueError):
@@ -168,14 +171,35 @@ def _text_item(position: int, source: str, number: int, raw: bytes) -> Item:
 
 
 def text_problem(text: Any, text_key: str = "text") -> Optional[str]:
-    """Why ``text`` cannot be a document (not a string, or nothing but whitespace), else None."""
+    """Why ``text`` cannot be a document (not a string, nothing but whitespace, or a lone
+    surrogate, which JSON's ``\\ud800`` escapes can make and no encoding can write), else None."""
     if not isinstance(text, str):
         name = type(text).__name__
         found = "no" if text is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name} as"
         return f"{found} {text_key!r}: expected the document's text"
     if not text.strip():
         return f"empty {text_key!r}: no document"
+    surrogate = LONE_SURROGATE.search(text)
+    if surrogate is not None:
+        return f"{text_key!r} holds a lone surrogate ({surrogate.group()!r} at character {surrogate.start()}): not Unicode text"
     return None
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads``, refusing (ValueError) what JSON does not hold but Python's parser takes:
+    NaN, Infinity and numbers beyond a float's range, which no JSON output could write back."""
+    return json.loads(text, parse_constant=_not_a_json_number, parse_float=_finite)
+
+
+def _not_a_json_number(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal} is beyond a number's range")
+    return value
 
 
 def record_item(position: int, source: Optional[str], fields: Dict[str, Any], default_id: Any, text_key: str, id_key: str) -> Item:
@@ -195,9 +219,11 @@ def _jsonl_item(position: int, source: str, number: int, raw: bytes, text_key: s
     if not line.strip():
         return Item(position, where, number, problem=EMPTY_LINE)
     try:
-        record = json.loads(line)
+        record = loads_json(line)
     except json.JSONDecodeError as err:
         return Item(position, where, number, problem=f"not valid JSON ({err.msg}, column {err.colno})")
+    except ValueError as err:
+        return Item(position, where, number, problem=f"not valid JSON ({err})")
     if not isinstance(record, dict):
         return Item(position, where, number, problem=f"expected a JSON object, got {type(record).__name__}")
     return record_item(position, where, record, number, text_key, id_key)

@@ -23,7 +23,7 @@ from spacy.tokens import Doc, DocBin
 from ..files import move_into_place, write_atomically
 from ..formats import NAME_KEY, docs_to_brat
 from ..formats.bioc import BioCWriter, bioc_kind
-from ..formats.label_studio import LabelStudioWriter
+from ..formats.label_studio import LABEL_STUDIO_KEY, LabelStudioWriter
 from .inputs import Item
 
 Result = Tuple[Item, Optional[Dict[str, Any]], Optional[Doc]]  # a record and doc, or None for a problem
@@ -218,7 +218,9 @@ class BioCOutput(_StreamedOutput):
 
 
 class LabelStudioOutput(_StreamedOutput):
-    """Label Studio tasks (a JSON array) whose predictions are the entities, to correct."""
+    """Label Studio tasks (a JSON array) whose predictions are the entities, to correct; a task's
+    data holds the text and, for an input that was not a Label Studio task, its id, source and
+    metadata (as a record has them)."""
 
     kind = "label-studio"
 
@@ -228,6 +230,11 @@ class LabelStudioOutput(_StreamedOutput):
 
     def _open(self, partial, spans_key, resume):
         return LabelStudioWriter(partial, spans_key, self.model_version, resume=resume)
+
+    def write(self, item, record, doc):
+        if LABEL_STUDIO_KEY not in doc.user_data:  # not read from Label Studio: the input's id, source and metadata go with the text
+            doc.user_data[LABEL_STUDIO_KEY] = {"data": {key: record[key] for key in ("id", "source", "meta") if record[key] not in (None, {})}}
+        return super().write(item, record, doc)
 
 
 WRITERS = {writer.kind: writer for writer in (JsonlWriter, StdoutWriter, DocBinWriter, BratWriter, BioCOutput, LabelStudioOutput)}

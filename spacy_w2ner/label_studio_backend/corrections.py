@@ -12,7 +12,7 @@ task's annotations that are still there). With ``--label-studio-url`` and the AP
 made before the backend was connected included); the key goes in a header, never in a message.
 
 ``run_docs`` reads the tasks with the package's reader (``formats`` ``label-studio``: the latest
-annotation not cancelled, fragments, UTF-16 offsets) through the serving pipeline's tokenizer,
+annotation not cancelled, fragments, offsets in code points) through the serving pipeline's tokenizer,
 leaves out the entities of labels the model does not have (counted), and splits the tasks into
 train and dev: a task keeps the side it was given when first seen (``RUNS/split.json``), and the
 n-th task seen goes to dev when ``floor(n * dev_share)`` grows, so the dev share is held out
@@ -59,7 +59,7 @@ class Corrections:
         if action not in CHANGES:
             return 0
         kept = {"action": action, **{key: payload[key] for key in ("annotation", "annotations", "task", "tasks") if key in payload}}
-        line = (json.dumps(kept, ensure_ascii=False) + "\n").encode("utf8")
+        line = (json.dumps(kept) + "\n").encode("ascii")  # escaped: a lone surrogate in a text is kept, not a crash
         with self._lock:
             self._file.write(line)
             self._file.flush()

@@ -157,7 +157,10 @@ async def render(request: Request) -> Dict[str, Any]:
     fields = _json_object(body)
     level = read_threshold(None if fields.get("threshold") in (None, "") else str(fields["threshold"]), options)
     engine = ready_engine(request)
-    return await asyncio.wait_for(engine.render(documents[0]["text"], level, bool(fields.get("grid"))), options.timeout_s)
+    try:
+        return await asyncio.wait_for(engine.render(documents[0]["text"], level, bool(fields.get("grid"))), options.timeout_s)
+    except asyncio.TimeoutError:
+        raise RequestProblem(504, f"not drawn within {options.timeout_s:g} s") from None
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

@@ -6,7 +6,8 @@ on the model's thread, so the event loop keeps answering (health checks, new req
 it runs. A batch that is not full waits at most ``max_wait_s`` after its oldest document for
 more; under load, batches fill up while the model works on the one before. A request whose
 client went away, or that timed out, cancels its futures: documents not yet taken are dropped
-from the queue, so a gone request frees its slot. More than ``max_queue`` waiting documents:
+from the queue, so a gone request frees its slot. A batch the model fails on is run again a
+document at a time, so only the requests whose documents fail get the error. More than ``max_queue`` waiting documents:
 the request is refused at once (``Overloaded``) instead of waiting for a timeout.
 """
 import asyncio
@@ -79,15 +80,30 @@ class DynamicBatcher:
             batch = await self._next_batch()
             try:
                 results = await loop.run_in_executor(self._executor, self._run_batch, [job.payload for job in batch])
-            except Exception as err:  # the model failed: every request of the batch gets the error
-                for job in batch:
-                    if not job.future.done():
-                        job.future.set_exception(err)
+            except Exception as err:  # the model failed on the batch: its documents, one at a time
+                await self._run_alone(batch, err)
                 continue
             self.batches += 1
             for job, result in zip(batch, results):
                 if not job.future.done():  # its request may have gone meanwhile
                     job.future.set_result(result)
+
+    async def _run_alone(self, batch: List[Job], err: Exception) -> None:
+        """A batch that failed, run a document at a time, so that the error reaches only the
+        requests whose documents cause it (one document: ``err`` itself)."""
+        loop = asyncio.get_running_loop()
+        for job in batch:
+            if job.future.done():
+                continue
+            if len(batch) == 1:
+                job.future.set_exception(err)
+                continue
+            try:
+                (result,) = await loop.run_in_executor(self._executor, self._run_batch, [job.payload])
+            except Exception as alone:
+                job.future.set_exception(alone)
+            else:
+                job.future.set_result(result)
 
     async def _next_batch(self) -> List[Job]:
         """The next jobs whose requests still wait: as soon as any is there, up to the batch size,

@@ -64,6 +64,15 @@ class ServeOptions(PipelineOptions):
     def min_threshold(self) -> float:
         return self.threshold or 0.0
 
+    def settle(self, nlp) -> None:
+        """What the loaded pipeline decides: without ``--threshold``, its w2ner's own threshold
+        is the lowest a request may ask for; a text may be no longer than ``nlp.max_length``."""
+        from ..component import first_w2ner
+
+        if self.threshold is None:
+            self.threshold = first_w2ner(nlp)[1].threshold
+        self.max_text_chars = min(self.max_text_chars, nlp.max_length)
+
     def limits(self) -> Dict[str, Any]:
         return {
             "max_documents": self.max_documents, "max_text_chars": self.max_text_chars,

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..annotate.inputs import text_problem
+from ..annotate.inputs import loads_json, text_problem
 from ..messages import json_type, not_utf8
 from .options import ServeOptions
 
@@ -54,9 +54,11 @@ def read_documents(body: bytes, options: ServeOptions) -> Tuple[List[Dict[str, A
     except UnicodeDecodeError as err:
         raise RequestProblem(400, f"the body is {not_utf8(err)}") from None
     try:
-        value = json.loads(text)
+        value = loads_json(text)
     except json.JSONDecodeError as err:
         raise RequestProblem(400, f"the body is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+    except ValueError as err:
+        raise RequestProblem(400, f"the body is not valid JSON ({err})") from None
     if isinstance(value, dict):
         return [_document(value, 0, None, options)], False
     if not isinstance(value, list):

@@ -13,11 +13,14 @@ from ..annotate.records import make_record
 from ..common import load_pipeline, spans_key_of
 from ..component import first_w2ner
 from ..entities import get_entities, scoring_at_least, set_entities
+from ..grid.segments import segment_doc
 from ..visualize import grid_figures, render_entities
 from .options import ServeOptions
+from .requests import RequestProblem
 
 Payload = Tuple[Dict[str, Any], float]  # a request document (text, id, meta) and its threshold
 WARM_UP_TEXT = "She had severe pain in her knees and ankles after two weeks on Lipitor ."
+MAX_DRAWN_CELLS = 40_000  # the page's grids: 200 sentences of 14 words, or one of 200 words
 
 
 class PipelineRunner:
@@ -26,6 +29,7 @@ class PipelineRunner:
     def __init__(self, model: str, options: ServeOptions):
         self.options = options
         self.nlp = load_pipeline(model, options.pipeline())
+        options.settle(self.nlp)  # the app reads the same options: its limits are the pipeline's
         self.spans_key = spans_key_of(self.nlp)
         self._lock = threading.Lock()  # one call into the pipeline at a time (spaCy is not thread-safe)
 
@@ -50,12 +54,26 @@ class PipelineRunner:
 
     def _render(self, text: str, threshold: float, grid: bool) -> Dict[str, Any]:
         doc = self.nlp(text)
+        if grid:
+            self._check_drawable(doc)
         record = make_record(None, None, {}, doc, self.spans_key, threshold)
         if threshold > 0.0:  # draw what the record holds
             set_entities(doc, scoring_at_least(get_entities(doc, self.spans_key), threshold), self.spans_key)
         html = render_entities([doc], spans_key=self.spans_key, page=False, jupyter=False)
         grids = grid_figures(self.nlp, [self.nlp.make_doc(text)], self.spans_key) if grid else []
         return {"html": html, "record": record, "grids": grids}
+
+    def _check_drawable(self, doc) -> None:
+        """413 where the doc's grids (a sentence or window each) hold more than ``MAX_DRAWN_CELLS``
+        cells: an SVG of each cell would take minutes and many megabytes, and hold the model."""
+        _, pipe = first_w2ner(self.nlp)
+        attrs = pipe.model.attrs
+        cells = sum(segment.length**2 for segment in segment_doc(doc, 0, attrs["max_window"], attrs["window_overlap"]))
+        if cells > MAX_DRAWN_CELLS:
+            raise RequestProblem(
+                413, f"the text's grids have {cells:,} cells, more than the page draws ({MAX_DRAWN_CELLS:,}): "
+                "draw it without the grids, or a shorter text",
+            )
 
     def metadata(self) -> Dict[str, Any]:
         meta = self.nlp.meta

@@ -54,6 +54,8 @@ def test_jsonl_records_keep_ids_metadata_and_exact_offsets(tmp_path, model):
         json.dumps({"text": "   "}),
         json.dumps(["a list"]),
         json.dumps({"text": TEXTS[1]}),
+        '{"text": "pain \\ud800 in her knees"}',  # a lone surrogate: no encoding writes it
+        '{"text": "pain in her knees", "score": NaN}',  # Python's parser takes NaN; JSON has none
     ]
     source = write(tmp_path, "notes.jsonl", "\n".join(lines) + "\n")
     summary = quiet(model, source, tmp_path / "out.jsonl")
@@ -71,8 +73,11 @@ def test_jsonl_records_keep_ids_metadata_and_exact_offsets(tmp_path, model):
         (f"{source}:4", "no 'text': expected the document's text"),
         (f"{source}:5", "empty 'text': no document"),
         (f"{source}:6", "expected a JSON object, got list"),
+        (f"{source}:8", "'text' holds a lone surrogate"),
+        (f"{source}:9", "not valid JSON"),
     ]
-    assert (summary.read, summary.written, summary.skipped) == (7, 3, 4)
+    assert errors[-1]["problem"] == "not valid JSON (NaN is not a JSON number)"
+    assert (summary.read, summary.written, summary.skipped) == (9, 3, 6)
     assert summary.as_dict()["read_equals_written_plus_skipped"]
     assert sum(summary.entities.values()) == sum(len(r["entities"]) for r in records)
 

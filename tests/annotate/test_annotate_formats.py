@@ -86,6 +86,18 @@ def test_label_studio_output_holds_the_entities_as_predictions(tmp_path, saved_m
     assert found == expected
 
 
+def test_label_studio_tasks_keep_each_input_s_id_source_and_metadata_in_their_data(tmp_path, saved_model):
+    """So the corrected tasks can be joined back to the inputs (an emoji before the entities too)."""
+    lines = [{"id": "note-17", "text": "🙂 " + TEXTS[0], "site": "forum"}, {"text": TEXTS[1]}]
+    source = write(tmp_path, "in.jsonl", "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+    run(saved_model, source, tmp_path / "tasks.json", output_format="label-studio")
+    first, second = json.loads((tmp_path / "tasks.json").read_text(encoding="utf8"))
+    assert first["data"] == {"text": "🙂 " + TEXTS[0], "id": "note-17", "source": f"{source}:1", "meta": {"site": "forum"}}
+    assert second["data"] == {"text": TEXTS[1], "id": 2, "source": f"{source}:2"}
+    regions = [r["value"] for r in first["predictions"][0]["result"] if r["type"] == "labels"]
+    assert regions and all(first["data"]["text"][v["start"] : v["end"]] == v["text"] for v in regions)  # code points
+
+
 @pytest.mark.parametrize("name, output_format", [("out.xml", "bioc"), ("out.json", "bioc"), ("tasks.json", "label-studio")])
 def test_a_stopped_run_resumes_to_the_same_output(tmp_path, saved_model, name, output_format):
     lines = [TEXTS[k % 3] + f" {k}" for k in range(12)]

@@ -137,6 +137,9 @@ BAD_REQUESTS = [
     (json.dumps([{"text": "a"}] * 9), {}, 413, "9 documents, more than the limit of 8"),
     (json.dumps({"text": "a" * 2001}), {}, 413, "2001 characters, more than the limit of 2000"),
     (json.dumps([{"text": "a " * 900}] * 8), {}, 413, "more than the limit of 12000"),
+    ('{"text": "pain \\ud800 knees"}', {}, 422, "'text' holds a lone surrogate ('\\ud800' at character 5)"),
+    ('{"text": "pain", "meta": {"x": NaN}}', {}, 400, "not valid JSON (NaN is not a JSON number)"),
+    ('{"text": "pain", "id": 1e400}', {}, 400, "not valid JSON (1e400 is beyond a number's range)"),
 ]
 
 
@@ -176,6 +179,8 @@ def test_a_full_queue_is_503_and_a_slow_answer_504_and_nothing_half_answered(mod
         assert full.status_code == 503 and "limit is 3" in full.json()["error"] and full.headers["retry-after"] == "1"
         slow = post(url, [{"text": ODD * 10}, {"text": ODD * 10}, {"text": ODD * 10}])
         assert slow.status_code == 504 and "nothing of the request is returned" in slow.json()["error"]
+        drawing = httpx2.post(f"{url}/render", json={"text": ODD * 10, "grid": True}, timeout=60)
+        assert drawing.status_code == 504 and "not drawn within 0.05 s" in drawing.json()["error"]
         assert httpx2.get(f"{url}/health").status_code == 200
 
 
@@ -217,6 +222,9 @@ def test_render_draws_escaped_text_and_grids(server):
     assert drawn["grids"] and all(grid.count("<svg") == 1 for grid in drawn["grids"])
     assert drawn["record"]["entities"]
     assert httpx2.post(f"{server}/render", json={"grid": True}).status_code == 422
+    unsentenced = httpx2.post(f"{server}/render", json={"text": "pain " * 390, "grid": True}, timeout=60)  # one sentence
+    assert unsentenced.status_code == 413 and "more than the page draws (40,000)" in unsentenced.json()["error"]
+    assert httpx2.post(f"{server}/render", json={"text": "pain " * 390}, timeout=60).status_code == 200  # without the grids
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
