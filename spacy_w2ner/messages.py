@@ -1,11 +1,23 @@
 """Error texts that several readers share, worded once: inputs, corpus files and HTTP requests
 report the same problem the same way."""
-from typing import Any
+import re
+from typing import Any, Optional
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def not_utf8(err: UnicodeDecodeError) -> str:
     """What is wrong with bytes that are not UTF-8 (the caller says where)."""
     return f"not valid UTF-8 ({err.reason} at byte {err.start})"
+
+
+def lone_surrogate(text: str) -> Optional[str]:
+    """What is wrong with a text that holds a lone surrogate, which a JSON ``\\ud800`` escape
+    makes: no character, and no encoding writes it (None for a text without one)."""
+    found = _LONE_SURROGATE.search(text)
+    if found is None:
+        return None
+    return f"holds a lone surrogate ({found.group()!r} at character {found.start()}), which is not a character: fix the \\u escape"
 
 
 def json_type(value: Any) -> str:

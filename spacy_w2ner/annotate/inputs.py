@@ -11,7 +11,6 @@ alone, strictly, for the commands that learn from raw text (``adapt-encoder``).
 import gzip
 import json
 import math
-import re
 import sys
 from dataclasses import dataclass, field
 from itertools import islice
@@ -19,13 +18,12 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..formats import NAME_KEY, DocBinFile
-from ..messages import not_utf8
+from ..messages import lone_surrogate, not_utf8
 
 INPUT_FORMATS = ("txt", "jsonl", "spacy")
 # The problems of an input that holds no text at all (a blank line, an empty note).
 EMPTY_LINE = "empty line: no document"
 EMPTY_FILE = "empty file: no document"
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class InputError(ValueError):
@@ -179,10 +177,8 @@ def text_problem(text: Any, text_key: str = "text") -> Optional[str]:
         return f"{found} {text_key!r}: expected the document's text"
     if not text.strip():
         return f"empty {text_key!r}: no document"
-    surrogate = LONE_SURROGATE.search(text)
-    if surrogate is not None:
-        return f"{text_key!r} holds a lone surrogate ({surrogate.group()!r} at character {surrogate.start()}): not Unicode text"
-    return None
+    surrogate = lone_surrogate(text)
+    return None if surrogate is None else f"{text_key!r} {surrogate}"
 
 
 def loads_json(text: str) -> Any:

@@ -126,7 +126,7 @@ def _read_ann(ann_path: Path, n_chars: int, skips: Skips) -> List[Mention]:
 
 
 def _text_bound(line: str, where: str, ann_id: str, n_chars: int) -> Mention:
-    fields = line.split("\t")
+    fields = line.split("\t", 2)  # as brat reads it: the text is all after the second tab, tabs included
     if len(fields) != 3:
         raise FormatError(f"{where}: {ann_id}: expected 'ID<TAB>TYPE START END[;START END...]<TAB>TEXT', got {len(fields)} tab-separated fields")
     label, fragments = _parse_offsets(fields[1], where, ann_id, n_chars)
@@ -156,8 +156,9 @@ def _parse_offsets(field: str, where: str, ann_id: str, n_chars: int) -> Tuple[s
 
 
 def _clean(text: str) -> str:
-    """The text column of an annotation: no tabs or line breaks."""
-    return re.sub(r"[\t\r\n]", " ", text)
+    """The text column of an annotation: no line breaks (a tab stays: brat reads all after the
+    second tab as the text, and compares it with the document's)."""
+    return re.sub(r"[\r\n]", " ", text)
 
 
 def docs_to_brat(

@@ -16,6 +16,7 @@ from ..messages import not_utf8
 from .base import FormatError
 
 CHUNK = 1 << 20
+_LONGEST_CUT = 16  # characters: an escaped surrogate pair is 12
 _DECODER = json.JSONDecoder()
 _SPACE = " \t\r\n"
 
@@ -83,16 +84,18 @@ class _Buffer:
                 if _may_be_cut(err, self.text) and self.refill():
                     continue
                 raise self.fail(f"not valid JSON ({err.msg})", err.pos) from None
-            if end == len(self.text) and self.refill():
-                continue  # a number may go on in the next chunk
+            if end > len(self.text) - _LONGEST_CUT and self.refill():
+                continue  # a number may go on in the next chunk (``0`` of ``0.5``)
             line = self.line + self.text.count("\n", 0, self.pos)
             self.pos = end
             return value, line
 
 
 def _may_be_cut(err: json.JSONDecodeError, text: str) -> bool:
-    """Whether the error may only mean that the value goes on after the buffer's end."""
-    return err.pos >= len(text) - 1 or err.msg.startswith("Unterminated string")
+    """Whether the error may only mean that the value goes on after the buffer's end: a string
+    cut, or an error within the longest token a cut can leave behind (``fa`` of ``false``, half a
+    ``\\ud83d\\ude00`` escape pair) of the end."""
+    return err.pos >= len(text) - _LONGEST_CUT or err.msg.startswith("Unterminated string")
 
 
 def stream_json(path: Union[str, Path], array_key: Optional[str]) -> Iterator[Tuple[str, Any, int]]:

@@ -242,7 +242,7 @@ def _region_range(value: Dict[str, Any], text: str, from_utf16, where: str) -> T
 
 def _offset(offset: Any) -> Optional[int]:
     """An offset as an int (a string of digits too), or None where it is none."""
-    if isinstance(offset, str) and offset.isdigit():
+    if isinstance(offset, str) and offset.isascii() and offset.isdigit():
         return int(offset)
     return offset if isinstance(offset, int) and not isinstance(offset, bool) else None
 

@@ -115,11 +115,16 @@ def _document(path: Path, block: List[Tuple[int, str]], reading: Reading) -> Doc
     return doc
 
 
+def _is_number(column: str) -> bool:
+    """Whether a column is an offset: ASCII digits (``str.isdigit`` takes '²', which ``int`` refuses)."""
+    return column.isascii() and column.isdigit()
+
+
 def _annotations(path: Path, pmid: str, lines, text: str, skips: Skips) -> Tuple[List[Mention], List[List[str]]]:
     """The mentions (those with offsets in the text) and the relations (their columns after the PMID)."""
     mentions, relations = [], []
     for number, columns in lines:
-        if len(columns) >= 5 and columns[1].isdigit() and columns[2].isdigit():
+        if len(columns) >= 5 and _is_number(columns[1]) and _is_number(columns[2]):
             start, end = int(columns[1]), int(columns[2])
             mention = Mention(str(len(mentions) + 1), columns[4], [(start, end)], columns[3], {"columns": columns[5:]}, at=f"{path}:{number}: document {pmid}")
             mentions.append(mention)

@@ -46,6 +46,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..entities import get_entities, set_entities
+from ..messages import lone_surrogate
 from .base import (
     IGNORED_KEY,
     NOT_READ_KEY,
@@ -72,7 +73,9 @@ NO_TYPE = "no type"
 # What a reader passed over (NOT_READ_KEY).
 UNKNOWN = "unknown line or element"
 
-_ELLIPSIS = r"(?:\.\s?\.(?:\s?\.)*|[\u2025\u2026\u22ef])"
+# A run of dots is one ellipsis, taken whole (atomic): a run that could be cut into several let a
+# mismatching text with many dots backtrack exponentially (40 dots: minutes).
+_ELLIPSIS = r"(?:(?>\.(?:\s?\.)+)|[\u2025\u2026\u22ef])"
 _GAP = rf"(?:\s|{_ELLIPSIS}|[\[(]\s*{_ELLIPSIS}\s*[\])])*"
 _WORD = re.compile(r"\S+")
 
@@ -188,7 +191,11 @@ class Reading:
 
 def tokenize_exactly(text: str, vocab: Vocab, tokenizer: Optional[Tokenizer], where: str) -> Doc:
     """The Doc of ``text`` in ``vocab`` (whitespace tokens without a tokenizer; sentence boundaries
-    kept); FormatError naming ``where`` if the tokenizer changed the text (offsets need it exact)."""
+    kept); FormatError naming ``where`` if the text holds a lone surrogate (JSON readers) or the
+    tokenizer changed it (offsets need it exact)."""
+    surrogate = lone_surrogate(text)
+    if surrogate is not None:
+        raise FormatError(f"{where}: the text {surrogate}")
     if tokenizer is None:
         return whitespace_tokenize(text, vocab)
     doc = tokenizer(text)

@@ -14,7 +14,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..entities import get_entities, set_entities
-from ..messages import json_type
+from ..messages import json_type, lone_surrogate
 from .base import NAME_KEY, FormatError, read_text
 
 EXTRA_KEY = "w2ner_extra"  # doc.user_data: the record's other keys
@@ -80,13 +80,9 @@ def _token_indices(index, n_words: int, where: str) -> List[int]:
 
 def _check_text(text: str, where: str) -> None:
     """FormatError for a string that is not valid Unicode text (a lone surrogate from a \\ud800 escape)."""
-    try:
-        text.encode("utf8")
-    except UnicodeEncodeError as err:
-        raise FormatError(
-            f"{where} ({text!r}) holds a lone surrogate {text[err.start]!r}, which is not a character: "
-            "fix the \\u escape in the JSON"
-        ) from None
+    surrogate = lone_surrogate(text)
+    if surrogate is not None:
+        raise FormatError(f"{where} ({text!r}) {surrogate}")
 
 
 def docs_to_w2ner_json(
@@ -97,9 +93,10 @@ def docs_to_w2ner_json(
     W2NER tokens are not whitespace, so whitespace tokens (the line breaks and runs of
     spaces that spaCy's tokenizer keeps, e.g. in docs read from brat) are left out of
     ``sentence`` and of the entities, whose indices are renumbered: "stomach \\n pain"
-    becomes the two adjacent tokens "stomach", "pain". An entity of whitespace tokens only
-    cannot be written: it is reported in ``problems`` (naming the doc) and left out, or,
-    without ``problems``, raises ValueError.
+    becomes the two adjacent tokens "stomach", "pain". An entity that holds other whitespace
+    tokens (an ideographic space or a no-break space a CoNLL or BMES file gave as a token) is
+    written without them and reported in ``problems``; one of whitespace tokens only cannot be
+    written: it is reported and left out. Without ``problems`` either raises ValueError.
     """
     records = []
     for doc_index, doc in enumerate(docs):
@@ -108,15 +105,18 @@ def docs_to_w2ner_json(
         ner = []
         for entity in get_entities(doc, spans_key):
             index = [new_index[t] for t in entity.tokens if t in new_index]
-            if not index:
+            spaces = [doc[t].text for t in entity.tokens if t not in new_index and not doc[t].text.isascii()]
+            if not index or spaces:  # line breaks and runs of spaces (a tokenizer's) go silently
+                what = "is only whitespace" if not index else f"holds whitespace tokens {spaces}"
                 message = (
                     f"doc {doc_index} ({_name(doc)}): the {entity.label} entity {entity.text!r} "
-                    f"(tokens {list(entity.tokens)}) is only whitespace, which W2NER JSON cannot hold"
+                    f"(tokens {list(entity.tokens)}) {what}, which W2NER JSON cannot hold"
                 )
                 if problems is None:
                     raise ValueError(message)
-                problems.append(message + "; left out")
-                continue
+                problems.append(message + ("; left out" if not index else "; written without them"))
+                if not index:
+                    continue
             ner.append({"index": index, "type": entity.label})
         records.append({"sentence": [doc[i].text for i in kept], "ner": ner, **doc.user_data.get(EXTRA_KEY, {})})
     return records

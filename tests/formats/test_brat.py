@@ -272,3 +272,15 @@ def test_brat_export_renumbers_entities_without_brat_ids(tmp_path):
 def test_brat_annotation_file_with_a_byte_order_mark(tmp_path):
     doc = brat_doc(tmp_path, ann="\ufeff" + BRAT_ANN)
     assert entities(doc) == [("ADR", (2, 3, 4, 6)), ("SYM", (10,))]
+
+
+def test_brat_an_annotation_whose_text_holds_a_tab_is_read_and_written_back_as_brat_has_it(tmp_path):
+    """brat reads all after the second tab as the text (tabs included) and compares it with the
+    document's text: a tab in an entity's text is read, and written back unchanged."""
+    (tmp_path / "in").mkdir()
+    write(tmp_path / "in", "doc.txt", "She had knee\tpain today.\n")
+    write(tmp_path / "in", "doc.ann", "T1\tSymptom 8 17\tknee\tpain\n")
+    (doc,) = read_brat_collection(tmp_path / "in", VOCAB, tokenizer=NLP.tokenizer)
+    assert [(e.label, e.spans[0].id_) for e in get_entities(doc)] == [("Symptom", "T1")] and not skipped(doc)
+    docs_to_brat([doc], tmp_path / "out")
+    assert (tmp_path / "out" / "doc.ann").read_text(encoding="utf8") == "T1\tSymptom 8 17\tknee\tpain\n"

@@ -97,12 +97,21 @@ def test_tasks_without_annotations_are_counted_not_converted(tmp_path):
          r"export.json:2: task 6: offset 99 is not within the text of 5 characters"),
         ([{"id": 8, "data": {"text": "short"}, "annotations": [{"result": [region("a", 0, 5), region("a", 0, 2), region("b", 3, 5), relation("a", "b")]}]}],
          r"export.json:2: task 8: a relation from a to b refers to region a, the id of 2 regions; region ids must be unique"),
+        ([{"id": 10, "data": {"text": "short"}, "annotations": [{"result": [region("a", "0", "²")]}]}],
+         r"export.json:2: task 10: offset '²' is not within the text of 5 characters"),
     ],
 )  # fmt: skip
 def test_bad_exports_name_file_line_and_task(tmp_path, tasks, message):
     path = export(tmp_path, tasks)
     with pytest.raises(FormatError, match=message):
         list(read_label_studio(path, VOCAB))
+
+
+def test_a_lone_surrogate_in_a_task_s_text_is_named_not_a_crash(tmp_path):
+    tasks = [{"id": 9, "data": {"text": "pain \ud83d here"}, "annotations": [{"result": [region("a", 0, 4)]}]}]
+    path = write(tmp_path, "export.json", json.dumps(tasks))  # the \ud83d escape, alone: no character
+    with pytest.raises(FormatError, match=r"export.json:1: task 9: the text holds a lone surrogate \('\\ud83d' at character 5\)"):
+        list(read_label_studio(path, VOCAB, tokenizer=TOKENIZER))
     assert cli("convert", "label-studio", path, tmp_path / "out", code=1).stderr.startswith("error: ")
     assert not (tmp_path / "out" / "export.spacy").exists()
 

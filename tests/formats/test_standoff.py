@@ -34,6 +34,24 @@ def test_other_texts_differ(written):
     assert not text_matches(TEXT, [BREAST, CANCERS], written)
 
 
+def test_a_run_of_dots_is_read_once_not_in_every_way_it_could_be_cut():
+    """A text that differs, with 400 dots: the ellipsis pattern let a run be cut into ellipses in
+    exponentially many ways (40 dots: 43 s; 400: never). An alarm, not a timing: it ends or hangs."""
+    import signal
+
+    def hung(*_):
+        raise AssertionError("text_matches backtracks exponentially on a run of dots")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        assert not text_matches("a b c", [(0, 1), (4, 5)], "a" + "." * 400 + "b")
+        assert text_matches("a b c", [(0, 1), (4, 5)], "a" + "." * 400 + "c")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def test_one_location_whitespace_and_composed_characters():
     assert text_matches("Café au lait", [(0, 4)], "Cafe\u0301")  # decomposed é
     assert text_matches("pain\nin", [(0, 7)], "pain in")

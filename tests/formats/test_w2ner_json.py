@@ -5,8 +5,9 @@ import sys
 
 import pytest
 import spacy
-from spacy.tokens import DocBin
+from spacy.tokens import Doc, DocBin
 
+from spacy_w2ner import set_entities
 from spacy_w2ner.formats import FormatError, docs_to_w2ner_json, read_w2ner_json, write_docbin
 
 from ..conftest import SHARED_CORPORA, VOCAB, cli, docbin_docs, entities, summary_line, write
@@ -83,6 +84,19 @@ def write_records(tmp_path, records, name="data.json"):
     path = tmp_path / name
     path.write_text(json.dumps(records), encoding="utf8")
     return path
+
+
+def test_an_entity_that_holds_a_token_of_other_whitespace_is_written_without_it_and_said_so():
+    """A BMES or CoNLL file may give an ideographic space as a token; W2NER JSON holds no whitespace
+    token, so the entity shrinks: reported, not silent (a line break, a tokenizer's, goes silently)."""
+    doc = Doc(VOCAB, words=["中", "\u3000", "国", "人"], spaces=[False] * 4)
+    set_entities(doc, [("ORG", (0, 1, 2), None)])
+    problems = []
+    assert docs_to_w2ner_json([doc], problems=problems) == [{"sentence": ["中", "国", "人"], "ner": [{"index": [0, 1], "type": "ORG"}]}]
+    assert problems == [r"doc 0 ('中\u3000国人'): the ORG entity '中\u3000国' (tokens [0, 1, 2]) holds whitespace tokens ['\u3000'], "
+                        "which W2NER JSON cannot hold; written without them"]  # repr: the escape, named
+    with pytest.raises(ValueError, match="holds whitespace tokens"):
+        docs_to_w2ner_json([doc])
 
 
 def test_w2ner_json_round_trip_through_docbin(tmp_path):
