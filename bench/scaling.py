@@ -160,6 +160,7 @@ class Inputs:
     (``inputs["brat"]``): a path prepares only what it reads."""
 
     NAMES = {"brat": "brat", "bioc-xml": "long.xml", "bioc-json": "long.bioc.json", "pubtator": "long.pubtator",
+             "bioc-passages": "long.passages.xml", "bioc-document-annotations": "long.document-annotations.xml",
              "label-studio": "long.label-studio.json", "w2ner-json": "long.json", "conll": "long.conll", "bmes": "long.bmes",
              "dai": "long.dai.txt", "spacy": "long.spacy", "txt": "long.txt", "jsonl": "long.jsonl", "directory": "notes"}  # fmt: skip
 
@@ -182,11 +183,11 @@ class Inputs:
             self._doc = spacy_doc(self.document, spacy.blank("en").vocab, sentences=self.shape == "sentences")
         return self._doc
 
-    def converted(self, fmt: str, key: str) -> Path:
+    def converted(self, fmt: str, key: str, *options: str) -> Path:
         """What ``convert`` makes of the file ``key`` in format ``fmt`` (written once)."""
         name = f"converted-{key}"
         if name not in self.paths:
-            options = ["--use", "predictions"] if fmt == "label-studio" else []
+            options = ("--use", "predictions") if fmt == "label-studio" else options
             cli("convert", fmt, self[key], self.directory / name, "--name", "source", *options)()
             self.paths[name] = self.directory / name / "source.spacy"
         return self.paths[name]
@@ -201,6 +202,8 @@ class Inputs:
             write_bioc_sentences(self.doc, path)
         elif key in ("bioc-xml", "bioc-json"):
             formats.docs_to_bioc([self.doc], path)
+        elif key in ("bioc-passages", "bioc-document-annotations"):
+            write_bioc_passages(self.doc, path, document_annotations=key == "bioc-document-annotations")
         elif key == "pubtator":
             formats.docs_to_pubtator([self.doc], path, discontinuous="split")
         elif key == "label-studio":
@@ -241,6 +244,32 @@ def write_bioc_sentences(doc, path: Path) -> None:
         parts.append("</sentence>")
     parts.append("</passage></document></collection>\n")
     path.write_text("".join(parts), encoding="utf8")
+
+
+def write_bioc_passages(doc, path: Path, document_annotations: bool = False) -> None:
+    """BioC XML of the doc as one document with a passage per sentence (one passage for the
+    "line" shape), each entity an annotation of the passage it starts in, or with
+    ``document_annotations`` of the document (after its passages)."""
+    from xml.sax.saxutils import escape
+
+    from spacy_w2ner import get_entities
+
+    text, entities, k = doc.text, get_entities(doc), 0
+    passages, annotations = [], []
+    for sentence in doc.sents if doc.has_annotation("SENT_START") else [doc[:]]:
+        start, end = sentence[0].idx, sentence[-1].idx + len(sentence[-1])
+        held = []
+        while k < len(entities) and entities[k].tokens[0] < sentence.end:
+            entity = entities[k]
+            locations = "".join(f'<location offset="{doc[a].idx}" length="{doc[b - 1].idx + len(doc[b - 1]) - doc[a].idx}"/>' for a, b in entity.fragments)
+            held.append(f'<annotation id="T{k + 1}"><infon key="type">{entity.label}</infon>{locations}<text>{escape(entity.text)}</text></annotation>')
+            k += 1
+        if document_annotations:
+            annotations.extend(held)
+            held = []
+        passages.append(f"<passage><offset>{start}</offset><text>{escape(text[start:end])}</text>{''.join(held)}</passage>")
+    body = "".join(passages) + "".join(annotations)
+    path.write_text(f"<?xml version='1.0' encoding='UTF-8'?>\n<collection><source/><date/><key/><document><id>long</id>{body}</document></collection>\n", encoding="utf8")
 
 
 def sentence_docs(doc):
@@ -285,10 +314,10 @@ def convert(fmt: str, key: str = "", *options: str) -> Prepare:
     return lambda case: cli("convert", fmt, case.inputs[key or fmt], case.out, *options)
 
 
-def export(fmt: str, key: str, name: str, *options: str) -> Prepare:
+def export(fmt: str, key: str, name: str, *options: str, converted_with: tuple = ()) -> Prepare:
     """Export of what ``convert`` made of the format's own file (the source's ranges, passages and
-    sentences kept), converted before the timing."""
-    return lambda case: cli("export", fmt, case.inputs.converted(fmt, key), case.out / name, *options)
+    sentences kept; ``converted_with``: convert's options), converted before the timing."""
+    return lambda case: cli("export", fmt, case.inputs.converted(fmt, key, *converted_with), case.out / name, *options)
 
 
 def annotate(key: str, output: str = "out.jsonl", **options) -> Prepare:
@@ -431,6 +460,8 @@ PATHS: Dict[str, Prepare] = {
     "convert label-studio": convert("label-studio", "", "--use", "predictions"),
     "convert bioc (XML)": convert("bioc", "bioc-xml"),
     "convert bioc (JSON)": convert("bioc", "bioc-json"),
+    "convert bioc (passages)": convert("bioc", "bioc-passages", "--doc-per", "passage"),  # a passage a sentence, a Doc each
+    "convert bioc (document annotations)": convert("bioc", "bioc-document-annotations"),  # annotations of the document, not its passages
     "convert w2ner-json": convert("w2ner-json"),
     "convert conll": convert("conll"),
     "convert bmes": convert("bmes"),
@@ -439,6 +470,7 @@ PATHS: Dict[str, Prepare] = {
     "export pubtator": export("pubtator", "pubtator", "out.pubtator", "--discontinuous", "split"),
     "export label-studio": export("label-studio", "label-studio", "out.json"),
     "export bioc": export("bioc", "bioc-xml", "out.xml"),
+    "export bioc (passages)": export("bioc", "bioc-passages", "out.xml", converted_with=("--doc-per", "passage")),  # the Docs of one document's passages
     "export w2ner-json": lambda case: cli("export", "w2ner-json", case.inputs["spacy"], case.out / "out.json"),
     "split": lambda case: cli("split", case.inputs["spacy"], case.out, "--every", "2"),
     "filter": lambda case: cli("filter", case.inputs["spacy"], case.out / "out.spacy", "--contiguous-only"),
@@ -580,6 +612,7 @@ GUARD_N = {
     "train step": 500,
     "train step | sentences": 8000,
     **{f"convert {fmt} | sentences": 1000 for fmt in ("w2ner-json", "conll", "bmes", "dai")},  # a Doc a sentence: some 2 ms each
+    **{f"{path} | sentences": 1000 for path in ("convert bioc (passages)", "export bioc (passages)")},
     **{f"{path} | sentences": 8000 for path in MODEL_PATHS},  # sentences' grids are small: some 10 microseconds a token
 }
 GUARD_N_DEFAULT, GUARD_N_MODEL = 16000, 500

@@ -18,9 +18,11 @@ BioC does not have, with its ``file:line``; ``strict`` stops at the first. Relat
 passage or sentence level, are kept with the Doc (``standoff.RELATIONS_KEY``) and written back where
 they were; they never train. Input that is not BioC raises ``FormatError`` naming the file, the line
 and the document: not XML or JSON, not UTF-8, another root element, a passage that starts inside the
-one before, a duplicate document id, an annotation id that several annotations have and a relation
-refers to (elsewhere a repeated id is kept as it was), no annotation of a document with the
-``type_key`` infon (name it with ``--type-key``).
+one before, a text or offset of the wrong kind, a duplicate document id (in the file or in another
+of the directory, whose export would repeat it), an annotation id that several annotations have
+and a relation refers to (elsewhere a repeated id is kept as it was), no annotation of a document
+with the ``type_key`` infon (name it with ``--type-key``). An empty annotation text is none (bioc's
+XML encoder writes ``<text/>`` for none).
 
 The ``bioc`` package (the ``[bioc]`` extra) is the data model and encoder of what is written; the
 reading is done here with lxml's pull parser and ``jsonstream``, because bioc's readers keep the
@@ -28,6 +30,7 @@ whole tree in memory and know no line numbers.
 """
 import bisect
 import math
+import re
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
@@ -87,13 +90,15 @@ def read_bioc(
     if not files:
         raise FormatError(f"{path}: no BioC .xml or .json files in this directory")
     reading = Reading(vocab, spans_key, tokenizer, split_tokens, sentencizer, strict)
+    document_ids: Dict[str, Tuple[Path, int]] = {}  # of every file: a directory is one corpus
     for file in files:
-        reader = _Reader(file, reading, type_key, doc_per)
+        reader = _Reader(file, reading, type_key, doc_per, document_ids)
         collection: Dict[str, Any] = {"infons": {}, UNKNOWN_KEY: []}  # its fields as they are read
         documents = _xml_documents(file, collection) if bioc_kind(file) == "xml" else _json_documents(file, collection)
+        before = len(document_ids)
         for document, line in documents:
             yield from reader.docs(document, line, collection)
-        if not reader.document_ids and collection.get(UNKNOWN_KEY):
+        if len(document_ids) == before and collection.get(UNKNOWN_KEY):
             line, what = collection[UNKNOWN_KEY][0]
             raise FormatError(f"{file}:{line}: not a BioC collection: no documents, and {what} is not BioC")
 
@@ -253,9 +258,9 @@ def _json_unknown(document: Dict[str, Any], line: int) -> List[Tuple[int, str]]:
 class _Reader:
     """Turns one file's BioC documents (as BioC JSON's dicts) into Docs (see the module docstring)."""
 
-    def __init__(self, path: Path, reading: Reading, type_key: str, doc_per: str):
+    def __init__(self, path: Path, reading: Reading, type_key: str, doc_per: str, document_ids: Dict[str, Tuple[Path, int]]):
         self.path, self.reading, self.type_key, self.doc_per = path, reading, type_key, doc_per
-        self.document_ids: Dict[str, int] = {}
+        self.document_ids = document_ids  # (file, line) of each id read, in this file or another
 
     def docs(self, document: Any, line: int, collection: Dict[str, Any]) -> Iterator[Doc]:
         w = _Where(self.path, line)
@@ -264,8 +269,9 @@ class _Reader:
         w.document = doc_id = _string(document.get("id"), w.at(None, "the document's id"))
         where = w.at()
         if doc_id in self.document_ids:
-            raise FormatError(f"{where}: the id is already the id of the document on line {self.document_ids[doc_id]}")
-        self.document_ids[doc_id] = line
+            file, first = self.document_ids[doc_id]
+            raise FormatError(f"{where}: the id is already the id of the document on line {first}" + ("" if file == self.path else f" of {file}"))
+        self.document_ids[doc_id] = (self.path, line)
         passages = [_passage(p, w, k) for k, p in enumerate(_list(document, "passages", where))]
         _check_order(passages)
         skips = self.reading.skips(where)
@@ -280,12 +286,12 @@ class _Reader:
             "passages": [_passage_meta(p) for p in passages], "type_key": self.type_key,
         }  # fmt: skip
         groups = [[k] for k in range(len(passages))] if self.doc_per == "passage" and passages else [list(range(len(passages)))]
+        mentions = _by_group(placed, groups)
+        kept = _by_group([(None if r["at"] is None else r["at"][0], r) for r in relations], groups)
         for number, group in enumerate(groups):
             last = number == len(groups) - 1
-            mentions = [mention for k, mention in placed if k in group]
-            kept = [r for r in relations if (r["at"] is None and last) or (r["at"] is not None and r["at"][0] in group)]
             part = None if self.doc_per == "document" else number
-            yield self._doc(passages, group, mentions, kept, {**meta, "part": part}, skips if last else self.reading.skips(where), where)
+            yield self._doc(passages, group, mentions[number], kept[number], {**meta, "part": part}, skips if last else self.reading.skips(where), where)
 
     def _doc(self, passages, group, mentions: List[Mention], relations, meta, skips: Skips, where: str) -> Doc:
         base = passages[group[0]]["start"] if group else 0
@@ -311,12 +317,13 @@ class _Reader:
         typed = 0
         where = w.at()
         end = passages[-1]["end"] if passages else 0
+        find = _passage_finder(passages)
         containers = [(k, j, part) for k, passage in enumerate(passages) for j, part in [(None, passage), *enumerate(passage["sentences"])]]
         for k, j, part in containers + [(None, None, document)]:
             for annotation in _list(part, "annotations", where):
                 mention = self._mention(annotation, w, ids, untyped)
                 typed += mention is not None
-                passage = None if mention is None else self._passage_of(mention, k, passages, end, skips)
+                passage = None if mention is None else self._passage_of(mention, k, passages, end, skips, find)
                 if passage is not None:
                     mention.extra.update({"document": True} if k is None else {"sentence": True} if j is not None else {})
                     placed.append((passage, mention))
@@ -342,8 +349,8 @@ class _Reader:
             untyped.append((annotation, infons))
             return None
         label = _string(infons.pop(self.type_key), f"{at}: the {self.type_key!r} infon")
-        text = annotation.get("text")
-        return Mention(annotation_id, label, ranges, text if isinstance(text, str) else None, {"infons": infons}, at=w.at(annotation))
+        text = annotation.get("text")  # bioc's XML encoder writes an empty <text/> for none
+        return Mention(annotation_id, label, ranges, text if isinstance(text, str) and text else None, {"infons": infons}, at=w.at(annotation))
 
     def _check_types(self, untyped: List, any_typed: bool, w: "_Where", skips: Skips) -> None:
         """An annotation without the type infon is listed; when no annotation of the document has
@@ -355,14 +362,14 @@ class _Reader:
                 raise FormatError(f"{w.at(annotation, 'annotation ' + str(annotation.get('id')))}: {why}")
             skips.skip(str(annotation.get("id")), NO_TYPE, why)
 
-    def _passage_of(self, mention: Mention, k: Optional[int], passages, end: int, skips: Skips) -> Optional[int]:
-        """The passage the mention is in; None, skipped, for one without a location, empty, beyond
-        the text or outside its passage."""
+    def _passage_of(self, mention: Mention, k: Optional[int], passages, end: int, skips: Skips, find: Callable[[int], Optional[int]]) -> Optional[int]:
+        """The passage the mention is in (``k``, else ``find`` by its first location); None,
+        skipped, for one without a location, empty, beyond the text or outside its passage."""
         if not mention.ranges:
             skips.skip(mention.id, EMPTY, f"({mention.label}) has no location")
             return None
         if k is None:
-            k = next((j for j, p in enumerate(passages) if p["start"] <= mention.ranges[0][0] < p["end"]), None)
+            k = find(mention.ranges[0][0])
         for start, stop in mention.ranges:
             passage = passages[k] if k is not None else None
             if passage is None or not passage["start"] <= start < max(passage["end"], passage["start"] + 1) or stop > passage["end"]:
@@ -373,6 +380,16 @@ class _Reader:
                 skips.skip(mention.id, EMPTY, f"({mention.label}) location {start}+0 has no text")
                 return None
         return k
+
+
+def _by_group(items: List[Tuple[Optional[int], Any]], groups: List[List[int]]) -> List[List[Any]]:
+    """The (passage index, item) items of each group of passages, in their order; one of no
+    passage (None: the document's) with the last group."""
+    group_of = {k: number for number, group in enumerate(groups) for k in group}
+    found: List[List[Any]] = [[] for _ in groups]
+    for k, item in items:
+        found[group_of.get(k, len(groups) - 1)].append(item)
+    return found
 
 
 def _relation(relation: Any, w: "_Where", at: Optional[List[Optional[int]]]) -> Dict[str, Any]:
@@ -440,7 +457,7 @@ def _string(value: Any, what: str) -> str:
 
 
 def _integer(value: Any, what: str) -> int:
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and re.fullmatch("-?[0-9]+", value.strip()):  # ASCII digits only: isdigit() takes '²', int() does not
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise FormatError(f"{what} is not a whole number of characters at least 0 ({value!r})")
@@ -480,17 +497,38 @@ def _passage(passage: Any, w: _Where, k: int) -> Dict[str, Any]:
     for k, sentence in enumerate(_list(passage, "sentences", where)):
         if not isinstance(sentence, dict):
             raise FormatError(f"{where}: sentence {k} is not an object")
+        _part_text(sentence, f"{where}: sentence {k}'s text")
         sentences.append(dict(sentence, offset=_integer(sentence.get("offset"), f"{where}: sentence {k}'s offset")))
     passage["sentences"] = sentences
-    own = passage.get("text")
-    if own is not None and not isinstance(own, str):
-        raise FormatError(f"{where}: the passage's text is not a string")
+    own = _part_text(passage, f"{where}: the passage's text")
     segments = [(passage["offset"], own)] if own or not sentences else [(s["offset"], s.get("text") or "") for s in sentences]
     passage["segments"] = [(offset, text or "") for offset, text in segments]
     passage["start"] = min([passage["offset"]] + [offset for offset, _ in passage["segments"]])
     passage["end"] = max(offset + len(text) for offset, text in passage["segments"])
     passage["where"] = where
     return passage
+
+
+def _passage_finder(passages: List[Dict[str, Any]]) -> Callable[[int], Optional[int]]:
+    """The first passage whose extent holds an offset, by bisection: the passages' ends never
+    decrease (``_check_order``), nor do their starts unless a passage's offset lies before the
+    end of the one before (then all from the first that ends after the offset are candidates)."""
+    starts, ends = [p["start"] for p in passages], [p["end"] for p in passages]
+    follow = all(a <= b for a, b in zip(starts, starts[1:]))
+
+    def find(offset: int) -> Optional[int]:
+        candidates = range(bisect.bisect_right(ends, offset), bisect.bisect_right(starts, offset) if follow else len(passages))
+        return next((k for k in candidates if starts[k] <= offset), None)
+
+    return find
+
+
+def _part_text(part: Dict[str, Any], what: str) -> Optional[str]:
+    """A passage's or sentence's text, None where it has none; FormatError where it is not a string."""
+    text = part.get("text")
+    if text is not None and not isinstance(text, str):
+        raise FormatError(f"{what} is not a string ({text!r})")
+    return text
 
 
 def _check_order(passages: List[Dict[str, Any]]) -> None:
@@ -529,7 +567,8 @@ def _passage_meta(passage: Dict[str, Any]) -> Dict[str, Any]:
 class BioCWriter:
     """A BioC XML or JSON collection written one Doc at a time, memory bounded by one document.
 
-    Consecutive Docs of one BioC document (read with ``doc_per="passage"``) are its passages again.
+    Consecutive Docs of one BioC document (read with ``doc_per="passage"``), from its first passage
+    (``part`` 0) on, are its passages again.
     A Doc that came from BioC (``BIOC_KEY``) is written with its document id, infons, passages,
     sentences and collection fields; another is one document (id: its name, else ``doc{index}``)
     of one passage at offset 0. Each entity is an annotation: the type infon (the one it was read
@@ -561,6 +600,7 @@ class BioCWriter:
             self.file.seek(resume[0])
             state = resume[1]
             self.open, self.started, self.documents = state["open"], state["started"], state["documents"]
+        self._index_open()
 
     def state(self) -> Dict[str, Any]:
         """What a resumed writer needs (JSON): the open document, whether the collection started."""
@@ -572,20 +612,22 @@ class BioCWriter:
             self._put(self.encoding.header(meta.get("collection", {})))
             self.started = True
         doc_id = meta["document"]["id"]
-        if self.open is None or self.open["id"] != doc_id or meta.get("part") is None:
+        if self.open is None or self.open["id"] != doc_id or not meta.get("part"):  # a document's first passage, or all
             self._close_document()
             self.open = {"id": doc_id, "ids": [], "passages": 0, "annotations": [], "relations": []}
+            self._index_open()
             self._put(self.encoding.open_document(doc_id, meta["document"]["infons"], self.documents))
             self.documents += 1
-        passages, annotations = _bioc_passages(doc, meta, self.spans_key, self.open["ids"])
+        passages, annotations = _bioc_passages(doc, meta, self.spans_key, self.open["ids"], self.annotation_ids)
         self.open["annotations"].extend(_plain(a) for a in annotations)
         relations = relations_of(doc, "bioc")
-        self.open.setdefault("relation_ids", []).extend(r["id"] for r in relations if r["id"] is not None)
-        known = self._known() if relations else set()
+        relation_ids = [r["id"] for r in relations if r["id"] is not None]
+        self.open.setdefault("relation_ids", []).extend(relation_ids)
+        self.relation_ids.update(relation_ids)
         for relation in relations:
             if relation["at"] is None:
                 self.open.setdefault("relations", []).append(relation)
-            elif self._complete(relation, known):
+            elif self._complete(relation):
                 _add_relation(passages, relation)
         for passage in passages:
             self._put(self.encoding.passage(passage, self.open["passages"]))
@@ -604,21 +646,23 @@ class BioCWriter:
 
     def _close_document(self) -> None:
         if self.open is not None:
-            known = self._known()
-            relations = [_plain_relation(r) for r in self.open.get("relations", []) if self._complete(r, known)]
+            relations = [_plain_relation(r) for r in self.open.get("relations", []) if self._complete(r)]
             self._put(self.encoding.close_document(self.open["annotations"], relations))
             self.open = None
 
-    def _known(self) -> set:
-        """The ids of the open document's annotations and relations."""
-        return set(self.open["ids"]) | set(self.open.get("relation_ids", []))
+    def _index_open(self) -> None:
+        """The open document's annotation and relation ids as sets, beside its lists (what a
+        checkpoint keeps), so that each Doc of a document looks them up in constant time."""
+        self.annotation_ids = set(self.open["ids"]) if self.open else set()
+        self.relation_ids = set(self.open.get("relation_ids", [])) if self.open else set()
 
-    def _complete(self, relation: Dict[str, Any], known: set) -> bool:
+    def _complete(self, relation: Dict[str, Any]) -> bool:
         """Whether every node of the relation refers to an annotation or relation of the open
-        document (``known``), or to an id its source did not have either; one that does not is
-        named in ``problems``."""
+        document, or to an id its source did not have either; one that does not is named in
+        ``problems``."""
         unresolved = set(relation.get("unresolved", []))
-        missing = [node["refid"] for node in relation["nodes"] if node["refid"] not in known and node["refid"] not in unresolved]
+        known = (self.annotation_ids, self.relation_ids, unresolved)
+        missing = [node["refid"] for node in relation["nodes"] if not any(node["refid"] in ids for ids in known)]
         if missing and self.problems is not None:
             self.problems.append(f"document {self.open['id']}: relation {relation['id']} refers to {', '.join(missing)}, not written as an annotation; left out")
         return not missing
@@ -639,8 +683,9 @@ def _plain_meta(doc: Doc, index: int) -> Dict[str, Any]:
     return {"collection": {}, "document": {"id": name, "infons": {}}, "passages": [passage], "base": 0, "type_key": "type", "part": None}
 
 
-def _bioc_passages(doc: Doc, meta: Dict[str, Any], spans_key: str, used_ids: List[str]):
-    """The doc's passages as bioc objects with their annotations, and the document-level annotations."""
+def _bioc_passages(doc: Doc, meta: Dict[str, Any], spans_key: str, used_ids: List[str], used: set):
+    """The doc's passages as bioc objects with their annotations, and the document-level
+    annotations; their ids are added to ``used_ids`` and its set ``used``."""
     from bioc import BioCPassage, BioCSentence
 
     from .standoff import mentions_of
@@ -663,7 +708,6 @@ def _bioc_passages(doc: Doc, meta: Dict[str, Any], spans_key: str, used_ids: Lis
         passages.append(passage)
     document_level = []
     containers = _Containers(passages)
-    used = set(used_ids)
     for mention in mentions_of(doc, spans_key):
         annotation = _annotation(mention, base, meta.get("type_key", "type"), used_ids, used)
         container = None if mention.extra.get("document") else containers.of(annotation.locations[0].offset, bool(mention.extra.get("sentence")))

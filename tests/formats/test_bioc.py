@@ -163,6 +163,12 @@ BAD = {
     "overlapping passages": ("c.xml", COLLECTION.replace("<offset>10</offset>", "<offset>5</offset>"),
                              r"c.xml:7: document d1: passage 1: text at offset 5 starts before the end of the text before it \(9\)"),
     "not JSON": ("c.json", '{"source": "s", "documents": [\n{"id": "1", "passages": []},\n{"id": 2,,}]}', r"c.json:3: not valid JSON"),
+    "a sentence text not a string": ("c.json", '{"documents": [{"id": "1", "passages": [{"offset": 0, "sentences": [{"offset": 0, "text": 12345}]}]}]}',
+                                     r"c.json:1: document 1: passage 0: sentence 0's text is not a string \(12345\)"),
+    "a lone surrogate": ("c.json", '{"documents": [{"id": "1", "passages": [{"offset": 0, "text": "abc \\udc00 def"}]}]}',
+                         r"c.json:1: document 1: the text holds a lone surrogate"),
+    "an offset of other digits": ("c.xml", COLLECTION.replace('offset="18" length="17"', 'offset="1²" length="17"'),
+                                  r"c.xml:9: document d1: annotation T3: the location's offset is not a whole number .* \('1²'\)"),
 }  # fmt: skip
 
 
@@ -197,6 +203,58 @@ def test_a_directory_of_collections_and_bad_options(tmp_path):
     with pytest.raises(ValueError, match="doc_per must be"):
         list(read_bioc(tmp_path / "in", VOCAB, doc_per="sentence"))
     assert "does not apply to the conll format" in cli("convert", "conll", write(tmp_path, "x.conll", "a O\n"), tmp_path / "o", "--type-key", "x", code=2).stderr
+
+
+def test_a_document_id_is_one_document_in_the_whole_directory(tmp_path):
+    write(tmp_path / "in", "a.xml", COLLECTION)
+    write(tmp_path / "in", "b.json", json.dumps({"documents": [{"id": "d1", "passages": [{"offset": 0, "text": "Knee pain"}]}]}))
+    with pytest.raises(FormatError, match=r"b.json:1: document d1: the id is already the id of the document on line 3 of .*a.xml"):
+        list(read_bioc(tmp_path / "in", VOCAB))
+
+
+def test_passage_docs_of_two_documents_of_one_id_are_written_as_two_documents(tmp_path):
+    source = write(tmp_path, "c.xml", COLLECTION)
+    docs = list(read_bioc(source, VOCAB, doc_per="passage"))
+    out = docs_to_bioc(docs + list(read_bioc(source, VOCAB, doc_per="passage")), tmp_path / "out.xml")
+    with open(out, encoding="utf8") as f:
+        written = biocxml.load(f)
+    assert [(d.id, [p.offset for p in d.passages]) for d in written.documents] == [("d1", [0, 10]), ("d1", [0, 10])]
+
+
+def many_passages(n: int, gap: bool = True) -> str:
+    """One document of n passages, each with an annotation and a relation of its own; at document
+    level an annotation in each passage, one in the gap between two (``gap``), and a relation."""
+    passages, document_level = [], []
+    for k in range(n):
+        offset = 20 * k
+        passages.append(
+            f'<passage><offset>{offset}</offset><text>Knee pain {k:03d}</text>'
+            f'<annotation id="P{k}"><infon key="type">ADR</infon><location offset="{offset}" length="4"/><text>Knee</text></annotation>'
+            f'<relation id="R{k}"><node refid="P{k}" role="a"/><node refid="D{k}" role="b"/></relation></passage>'
+        )
+        document_level.append(f'<annotation id="D{k}"><infon key="type">ADR</infon><location offset="{offset + 5}" length="4"/><text>pain</text></annotation>')
+    if gap:
+        document_level.append(f'<annotation id="gap"><infon key="type">ADR</infon><location offset="{20 * (n // 2) - 5}" length="2"/></annotation>')
+    document_level.append('<relation id="R"><node refid="P0" role="a"/><node refid="D1" role="b"/></relation>')
+    return f"<collection><source/><date/><key/><document><id>m</id>{''.join(passages + document_level)}</document></collection>"
+
+
+@pytest.mark.parametrize("doc_per", ["document", "passage"])
+def test_a_document_of_many_passages_keeps_each_annotation_and_relation_in_its_place(tmp_path, doc_per):
+    """Annotations and relations are sorted to their passages once per document (document-level
+    ones by bisection) and the writer's ids kept as sets: the result is the scan's."""
+    n = 40
+    source = write(tmp_path, "m.xml", many_passages(n))
+    docs = list(read_bioc(source, VOCAB, doc_per=doc_per))
+    ids = [sorted(e.spans[0].id_ for e in get_entities(d)) for d in docs]
+    relations = [[r["id"] for r in d.user_data.get(RELATIONS_KEY, {}).get("items", [])] for d in docs]
+    if doc_per == "passage":
+        assert ids == [sorted([f"P{k}", f"D{k}"]) for k in range(n)]
+        assert relations == [[f"R{k}"] for k in range(n - 1)] + [[f"R{n - 1}", "R"]]
+    else:
+        assert (len(ids[0]), len(relations[0])) == (2 * n, n + 1)
+    assert [s[:2] for d in docs for s in skipped(d)] == [("annotation gap", "outside its passage")]
+    assert contents(docs_to_bioc(docs, tmp_path / "out.xml")) == contents(write(tmp_path, "expected.xml", many_passages(n, gap=False)))
 
 
 def test_docs_from_plain_text_become_one_passage_documents(tmp_path):
@@ -267,8 +325,11 @@ def test_sentences_from_the_file_else_the_sentencizer_never_inside_an_entity(tmp
     assert "sentences" not in summary_line(cli("convert", "bioc", plain, tmp_path / "out", "--no-sentencizer"))
 
 
-def test_an_annotation_without_text_comes_back_without_text(tmp_path):
-    source = write(tmp_path, "c.xml", COLLECTION.replace("<text>pain in her knees</text>", ""))
+@pytest.mark.parametrize("none", ["", "<text/>", "<text></text>"])
+def test_an_annotation_without_text_comes_back_without_text(tmp_path, none):
+    """An empty <text> is none: bioc's XML encoder writes one for an annotation without text."""
+    source = write(tmp_path, "c.xml", COLLECTION.replace("<text>pain in her knees</text>", none))
     docs = list(read_bioc(source, VOCAB, tokenizer=spacy.blank("en").tokenizer))
     assert len(get_entities(docs[0])) == 3
-    assert contents(docs_to_bioc(docs, tmp_path / "out.xml")) == contents(source)
+    without = write(tmp_path, "without.xml", COLLECTION.replace("<text>pain in her knees</text>", ""))
+    assert contents(docs_to_bioc(docs, tmp_path / "out.xml")) == contents(without)

@@ -13,6 +13,7 @@ from bioc import biocjson, biocxml
 
 from spacy_w2ner import get_entities
 from spacy_w2ner.formats import docs_to_bioc, read_bioc
+from spacy_w2ner.formats.bioc import _passage_finder
 
 from ..conftest import VOCAB
 from .test_bioc import annotations
@@ -85,3 +86,24 @@ def test_random_collections_round_trip(tmp_path_factory, collection, suffix, out
     with open(out, encoding="utf8") as f:
         written = (biocxml if out_suffix == ".xml" else biocjson).load(f)
     assert [(p.offset, p.text, p.infons) for d in written.documents for p in d.passages] == passages_in
+
+
+@st.composite
+def passage_extents(draw):
+    """Passages as the reader requires them: texts that follow each other; a passage's offset may
+    lie before its first text (its sentences'), even before the end of the passage before."""
+    passages, end = [], 0
+    for _ in range(draw(st.integers(0, 8))):
+        first = end + draw(st.integers(0, 3))
+        end = first + draw(st.integers(0, 4))
+        passages.append({"start": first - draw(st.integers(0, 5) if draw(st.booleans()) else st.just(0)), "end": end})
+    return passages
+
+
+@SETTINGS
+@given(passages=passage_extents())
+def test_the_passage_of_an_offset_is_the_first_that_holds_it(passages):
+    """Bisection finds what a scan of the passages in order finds."""
+    find = _passage_finder(passages)
+    for offset in range(-1, (passages[-1]["end"] if passages else 0) + 2):
+        assert find(offset) == next((k for k, p in enumerate(passages) if p["start"] <= offset < p["end"]), None)
