@@ -225,15 +225,15 @@ def _joined(regions, links, where: str, skips: Skips) -> List[Mention]:
 
 def _region_range(value: Dict[str, Any], text: str, from_utf16, where: str) -> Tuple[int, int]:
     """A region's [start, end) in Python characters: its offsets as they are (code points), or,
-    where only those offsets read as UTF-16 code units give the region's own text (an older Label
-    Studio's export), those converted. FormatError where neither is within the text."""
+    where only those offsets read as UTF-16 code units give the region's own text or are within
+    the text (an older Label Studio's export), those converted. FormatError where neither is."""
     start, end, shown = _offset(value["start"]), _offset(value["end"]), value.get("text")
     within = start is not None and end is not None and 0 <= start <= end <= len(text)
     if within and (not isinstance(shown, str) or text_matches(text, [(start, end)], shown)):
         return start, end
     edges = (from_utf16(start), from_utf16(end))
-    if None not in edges and isinstance(shown, str) and text_matches(text, [edges], shown):
-        return edges
+    if None not in edges and (not within or text_matches(text, [edges], shown)):
+        return edges  # only they give the region's text, or only they are within the text
     if within:
         return start, end  # its text differs from the text there: ``standoff``'s rule says what then
     bad = value["start"] if start is None or not 0 <= start <= len(text) else value["end"]

@@ -216,6 +216,9 @@ def test_json_min_exports_other_text_keys_and_python_offsets(tmp_path):
     utf16 = [{"id": 3, "data": {"text": TEXT}, "annotations": [{"result": [region("t", 40, 45, "TIME", "today")]}]}]  # 39-44 in code points
     (doc,) = read_label_studio(export(tmp_path, utf16), VOCAB, tokenizer=TOKENIZER)
     assert [(e.label, e.text) for e in get_entities(doc)] == [("TIME", "today")]
+    beyond = [{"id": 4, "data": {"text": TEXT}, "annotations": [{"result": [region("t", 40, 46, "TIME")]}]}]  # no text; 46 > 45 code points
+    (shifted,) = read_label_studio(export(tmp_path, beyond), VOCAB, tokenizer=TOKENIZER)
+    assert [(e.label, e.text) for e in get_entities(shifted)] == [("TIME", "today.")]
     docs_to_label_studio([doc], tmp_path / "tasks.json")  # written back in code points
     (task,) = json.loads((tmp_path / "tasks.json").read_text(encoding="utf8"))
     assert [(r["value"]["start"], r["value"]["end"]) for r in task["predictions"][0]["result"]] == [(39, 44)]
