@@ -57,9 +57,16 @@ def config_names(label_config: Optional[str]) -> Names:
         root = ElementTree.fromstring(label_config)
     except ElementTree.ParseError as err:
         raise ConfigProblem(f"the labeling config is not XML ({err})") from None
-    texts = {tag.get("name"): tag.get("value", "") for tag in root.iter() if tag.tag in ("Text", "HyperText")}
+    objects = [tag for tag in root.iter() if tag.tag in ("Text", "HyperText")]
+    texts = {tag.get("name"): tag.get("value", "") for tag in objects}
+    by_url = {tag.get("name"): tag.tag for tag in objects if tag.get("valueType") == "url"}
     for tag in root.iter("Labels"):
         to_name = tag.get("toName")
+        if to_name in by_url:
+            raise ConfigProblem(
+                f"the <{by_url[to_name]}> object {to_name!r} reads its text from a URL (valueType=\"url\"); the backend "
+                "reads the text in the task's data: leave valueType out"
+            )
         if to_name in texts and texts[to_name].startswith("$"):
             return Names(tag.get("name", "label"), to_name, texts[to_name][1:])
     raise ConfigProblem(

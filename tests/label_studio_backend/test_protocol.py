@@ -106,6 +106,8 @@ def test_a_task_that_cannot_be_predicted_gets_an_error_naming_it_and_the_others_
         (b'{"tasks": [], "label_config": "<View"}', 422, "the labeling config is not XML (unclosed token: line 1, column 0)"),
         (b'{"tasks": [], "label_config": "<View><Text name=\\"t\\" value=\\"$t\\"/></View>"}', 422,
          "the labeling config has no <Labels> control over a <Text> object with value=\"$key\" (python -m spacy_w2ner label-studio-config MODEL prints one)"),
+        (b'{"tasks": [], "label_config": "<View><Labels name=\\"l\\" toName=\\"t\\"/><Text name=\\"t\\" value=\\"$u\\" valueType=\\"url\\"/></View>"}', 422,
+         "the <Text> object 't' reads its text from a URL (valueType=\"url\"); the backend reads the text in the task's data: leave valueType out"),
         (json.dumps({"tasks": [{"data": {"text": "a"}}] * 21}).encode(), 413, "21 tasks, more than --max-tasks=20; send fewer at once"),
     ],
 )  # fmt: skip
