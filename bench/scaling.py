@@ -223,6 +223,14 @@ class Inputs:
             (path / "long.txt").write_text(text, encoding="utf8")
 
 
+def bioc_annotation(doc, entity, k: int) -> str:
+    """BioC XML of the doc's k-th entity: id T{k+1}, its type infon, a location per fragment, its text."""
+    from xml.sax.saxutils import escape
+
+    locations = "".join(f'<location offset="{doc[a].idx}" length="{doc[b - 1].idx + len(doc[b - 1]) - doc[a].idx}"/>' for a, b in entity.fragments)
+    return f'<annotation id="T{k + 1}"><infon key="type">{entity.label}</infon>{locations}<text>{escape(entity.text)}</text></annotation>'
+
+
 def write_bioc_sentences(doc, path: Path) -> None:
     """BioC XML of the doc as one passage of <sentence>s, each entity an annotation of the
     sentence it starts in (one location per fragment)."""
@@ -238,8 +246,7 @@ def write_bioc_sentences(doc, path: Path) -> None:
         parts.append(f"<sentence><offset>{start}</offset><text>{escape(text[start:end])}</text>")
         while k < len(entities) and entities[k].tokens[0] < sentence.end:
             entity = entities[k]
-            locations = "".join(f'<location offset="{doc[a].idx}" length="{doc[b - 1].idx + len(doc[b - 1]) - doc[a].idx}"/>' for a, b in entity.fragments)
-            parts.append(f'<annotation id="T{k + 1}"><infon key="type">{entity.label}</infon>{locations}<text>{escape(entity.text)}</text></annotation>')
+            parts.append(bioc_annotation(doc, entity, k))
             k += 1
         parts.append("</sentence>")
     parts.append("</passage></document></collection>\n")
@@ -261,8 +268,7 @@ def write_bioc_passages(doc, path: Path, document_annotations: bool = False) -> 
         held = []
         while k < len(entities) and entities[k].tokens[0] < sentence.end:
             entity = entities[k]
-            locations = "".join(f'<location offset="{doc[a].idx}" length="{doc[b - 1].idx + len(doc[b - 1]) - doc[a].idx}"/>' for a, b in entity.fragments)
-            held.append(f'<annotation id="T{k + 1}"><infon key="type">{entity.label}</infon>{locations}<text>{escape(entity.text)}</text></annotation>')
+            held.append(bioc_annotation(doc, entity, k))
             k += 1
         if document_annotations:
             annotations.extend(held)
