@@ -26,7 +26,7 @@ from .grid.segments import SegmentGrid, decode_segments
 from .memory.batches import ReleasingPipe
 from .memory.heap import ReleaseEvery, map_large_blocks
 from .model.architecture import GridTrainingStep
-from .model.grid_scorer import build_for_loading, grid_scorer_dims
+from .model.grid_scorer import build_for_loading, drop_grid_network, grid_scorer_dims
 from .model.objective import TrainingObjective, grid_cells
 from .model.predictions import segment_grids
 from .model.training_plan import TrainingPlan
@@ -169,8 +169,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self.model.attrs["link_thresholds"] = LinkThresholds(nnw_threshold, thw_threshold)  # not saved with the model
         self.best_path_only = best_path_only
         self.scorer = scorer
-        # labels; nI and nO (the grid network's dims) once initialized
-        self.cfg: Dict[str, object] = {"labels": []}
+        self.cfg: Dict[str, object] = {"labels": []}  # and, once initialized, the grid network's nI and nO
         self._warnings = OnceWarnings()
         self.training_plan: Optional[TrainingPlan] = None  # what initialize found training will grid
 
@@ -200,9 +199,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
     def labels(self) -> Tuple[str, ...]:
         return tuple(self.cfg["labels"])
 
-    @property
-    def label_data(self) -> List[str]:
-        return list(self.labels)
+    label_data = property(lambda self: list(self.labels))
 
     def add_label(self, label: str) -> int:
         if not isinstance(label, str) or not label:
@@ -234,6 +231,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
         """
         if not callable(get_examples):
             raise TypeError(f"'{self.name}'.initialize needs a callable get_examples")
+        drop_grid_network(self._grid_scorer)  # initializing again starts over, new labels allowed
         if labels is not None:
             for label in labels:
                 self.add_label(label)
@@ -348,6 +346,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
     # Scoring and serialization --------------------------------------------------
 
     def score(self, examples: Iterable[Example], **kwargs) -> Dict[str, object]:
+        examples = list(examples)  # checked, then scored: a generator would be spent by the check
         validate_examples(examples, f"{type(self).__name__}.score")
         if self.scorer is None:
             return {}

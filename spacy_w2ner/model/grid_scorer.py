@@ -66,6 +66,12 @@ def _grid_scorer_forward(model: Model, X: Tuple[Floats3d, Ints1d], is_train: boo
     return model.layers[0](X, is_train)
 
 
+def drop_grid_network(grid_scorer: Model) -> None:
+    """Let go of the built torch module: initializing again builds a fresh one (as spaCy's own
+    components start over with fresh weights), for the labels read then."""
+    grid_scorer.layers.clear()
+
+
 def build_grid_scorer(grid_scorer: Model) -> None:
     """Create the torch module for the grid scorer's dims, once."""
     if grid_scorer.layers:

@@ -20,9 +20,8 @@ accessor for them; ``tests/nn/test_shim.py`` fails by name when one moves): a sh
 module (``_model``: ``torch_module``) and grad scaler (``_grad_scaler``), whether its
 mixed precision is on (``_mixed_precision``), whether a ``PyTorchGradScaler`` scales
 (``_enabled``: ``loss_scaling``) and its overflow flag, which has a getter but no setter
-(``_found_inf``: ``mark_overflow``, for data-parallel training's shared overflow); and torch's
-own tests for bfloat16 instructions (``torch.cpu._is_avx512_bf16_supported``,
-``_is_amx_tile_supported``: torch has no public one).
+(``_found_inf``: ``mark_overflow``, for data-parallel training's shared overflow). torch's own
+private tests for bfloat16 instructions are ``cpu.py``'s (``bfloat16_is_native``).
 """
 import contextlib
 import warnings

@@ -224,6 +224,41 @@ def test_label_data_and_add_label_after_init(trained_nlp):
     assert pipe.add_label("SYM") == 0
 
 
+def test_initializing_again_starts_over_with_fresh_weights_and_new_labels(trained_nlp):
+    """As spaCy's components: ``nlp.initialize`` again gives fresh weights (the grid network's too,
+    not the trained one beside a fresh tok2vec), and may read labels the first corpus lacked."""
+    import torch
+
+    from spacy_w2ner.nn.shim import torch_module
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    nlp.from_bytes(trained_nlp.to_bytes())
+    pipe = nlp.get_pipe("w2ner")
+
+    def grid_weights():
+        return {k: v.clone() for k, v in torch_module(pipe._grid_scorer.layers[0].shims[0]).state_dict().items()}
+
+    trained = grid_weights()
+    nlp.initialize(lambda: make_examples(nlp))
+    fresh = grid_weights()
+    assert not any(torch.equal(trained[k], fresh[k]) for k in trained if k.endswith("weight"))
+    new_data = [("Zocor made me dizzy .", [("DRUG", (0,)), ("DIZZY", (3,))])]
+    nlp.initialize(lambda: make_examples(nlp, new_data))
+    assert sorted(pipe.labels) == ["DIZZY", "DRUG", "LOC", "ORG", "SYM"] and pipe.labels[-1] == "DIZZY"
+    assert pipe._grid_scorer.get_dim("nO") == 2 + 5  # NONE, NNW and a THW relation a label
+    nlp("Zocor made me dizzy .")  # the fresh network predicts for the five labels
+
+
+def test_score_reads_a_generator_of_examples_as_a_list(trained_nlp):
+    examples = make_examples(trained_nlp)
+    for example in examples:
+        example.predicted = trained_nlp(example.predicted)
+    pipe = trained_nlp.get_pipe("w2ner")
+    assert pipe.score(example for example in examples) == pipe.score(examples)
+    assert pipe.score(examples)["w2ner_f"] > 0
+
+
 def test_unknown_gold_label_is_an_error():
     nlp = spacy.blank("en")
     nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
