@@ -41,7 +41,8 @@ where it measured faster): the module's weights are made bfloat16 in place befor
 predicts or is saved (its saved state is then bfloat16, half the size; a float32 state loads and
 is made bfloat16 the same way); floating inputs are cast to bfloat16 and outputs given back in
 float32. Such a module is for inference only, as an int8 one is: it refuses to train
-(``BFLOAT16_CANNOT_TRAIN``).
+(``BFLOAT16_CANNOT_TRAIN``). On a CPU without bfloat16 instructions (a pipeline optimized on
+another machine) it predicts several times slower than float32, and says so once.
 
 The shims get these behaviours by class (``use_bfloat16``): a shim whose settings are both float32
 keeps its class, so nothing changes for a float32 pipeline.
@@ -217,7 +218,7 @@ class BFloat16Passes:
         if choice is None:
             choice = self._measure(inputs)
         if choice == "bfloat16" and self.bfloat16_training == "bfloat16":
-            _warn_without_instructions()
+            _warn_without_instructions("training_dtype", 'use "auto" or "float32"')
         return choice == "bfloat16"
 
     def _fresh_twin(self) -> torch.nn.Module:
@@ -281,6 +282,9 @@ class BFloat16Passes:
         if self.bfloat16_inference != "bfloat16":
             return super().predict(inputs)
         module = self._bfloat16_module()
+        if next(module.parameters()).device.type == "cpu":
+            _warn_without_instructions("inference_dtype", "run 'python -m spacy_w2ner optimize' on this machine (it "
+                                       "measures) on the float32 pipeline, or set inference_dtype = \"float32\"")  # fmt: skip
         if module.training:
             module.train(False)
         with torch.no_grad():
@@ -404,10 +408,10 @@ def measure_passes(master: torch.nn.Module, twin: torch.nn.Module, inputs, first
     return seconds
 
 
-@lru_cache(maxsize=1)
-def _warn_without_instructions() -> None:
-    """Once a process: training in bfloat16 asked for on a CPU without the instructions."""
+@lru_cache(maxsize=None)
+def _warn_without_instructions(setting: str, advice: str) -> None:
+    """Once a process for each setting: training or inference in bfloat16 asked for on a CPU without
+    the instructions (a pipeline optimized on another machine predicts slower here than in float32)."""
     if cpu_bfloat16_instructions():
         return
-    warnings.warn(f"training_dtype = \"bfloat16\": {without_bfloat16_instructions(cpu_model())}; "
-                  "use \"auto\" or \"float32\"", stacklevel=3)  # fmt: skip
+    warnings.warn(f"{setting} = \"bfloat16\": {without_bfloat16_instructions(cpu_model())}; {advice}", stacklevel=3)

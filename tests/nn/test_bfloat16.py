@@ -274,6 +274,25 @@ def test_without_the_instructions_training_in_bfloat16_warns_naming_them(monkeyp
     bfloat16._warn_without_instructions.cache_clear()
 
 
+def test_without_the_instructions_inference_in_bfloat16_warns_once_naming_them(monkeypatch, recwarn):
+    """A pipeline optimized on a CPU with bfloat16 instructions, loaded on one without: slower
+    than float32 there, said once a process."""
+    monkeypatch.setattr(bfloat16, "cpu_bfloat16_instructions", lambda: [])
+    bfloat16._warn_without_instructions.cache_clear()
+    _, shim = wrapped("float32", "bfloat16")
+    shim.predict(batch())
+    shim.predict(batch())
+    said = [str(warning.message) for warning in recwarn if "bfloat16" in str(warning.message)]
+    assert len(said) == 1 and said[0].startswith('inference_dtype = "bfloat16": ')
+    assert "has no bfloat16 instructions (AVX512-BF16 or AMX-BF16)" in said[0] and "optimize" in said[0]
+    bfloat16._warn_without_instructions.cache_clear()
+    monkeypatch.setattr(bfloat16, "cpu_bfloat16_instructions", lambda: ["AMX-BF16"])
+    recwarn.clear()
+    wrapped("float32", "bfloat16")[1].predict(batch())
+    assert not [warning for warning in recwarn if "bfloat16" in str(warning.message)]
+    bfloat16._warn_without_instructions.cache_clear()
+
+
 def _agree(rank: int, address: str, seconds: dict, results) -> None:
     torch.distributed.init_process_group("gloo", init_method=address, rank=rank, world_size=2)
     try:
