@@ -59,6 +59,7 @@ setup(
             "spacy_w2ner.ChunkedTransformerModel.v1 = spacy_w2ner.encoders.transformer:chunked_transformer_model",
             "spacy_w2ner.ChunkedTransformerModel.v2 = spacy_w2ner.encoders.transformer:chunked_transformer_model_v2",
             "spacy_w2ner.TransformerListener.v1 = spacy_w2ner.encoders.listener:chunked_transformer_listener",
+            "spacy_w2ner.ChunkedTok2VecTransformer.v1 = spacy_w2ner.encoders.listener:chunked_tok2vec_transformer",
         ],
         "spacy_scorers": ["spacy_w2ner.entity_scorer.v1 = spacy_w2ner.scorer:make_entity_scorer"],
         "spacy_loggers": ["spacy_w2ner.ConsoleLogger.v1 = spacy_w2ner.training.progress:console_logger_with_progress"],

@@ -172,6 +172,9 @@ def settings_reference() -> str:
     parts += [
         "### `spacy_w2ner.TransformerListener.v1`", "In `[components.w2ner.model.tok2vec]`.",
         _registered("architectures", "spacy_w2ner.TransformerListener.v1"),
+        "### `spacy_w2ner.ChunkedTok2VecTransformer.v1`",
+        "In `[components.w2ner.model.tok2vec]` after `nlp.replace_listeners` (which writes it).",
+        _registered("architectures", "spacy_w2ner.ChunkedTok2VecTransformer.v1"),
         "### `spacy_w2ner.reduce_max.v1`", "In `[components.w2ner.model.tok2vec.pooling]` (`@layers`).",
         _registered("layers", "spacy_w2ner.reduce_max.v1"),
         "### Encoder paths", "In `[components.transformer.model.name]` (`@misc`).",

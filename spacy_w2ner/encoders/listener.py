@@ -5,8 +5,9 @@ import numpy
 from spacy.util import registry
 from spacy_transformers.architectures import transformer_listener_tok2vec_v1
 from spacy_transformers.data_classes import TransformerData
+from spacy_transformers.layers import split_trf_batch, trfs2arrays
 from spacy_transformers.layers.trfs2arrays import forward as trfs2arrays_forward
-from thinc.api import Model
+from thinc.api import Model, chain
 from thinc.types import Ragged
 from transformers.utils import ModelOutput
 
@@ -31,9 +32,27 @@ def chunked_transformer_listener(
     ``transformer.chunked_transformer_model``: the listener's ``trfs2arrays`` node is replaced
     by one with the same name, pooling layer and attrs, and a chunked forward.
     """
+    return _pooled_in_chunks(transformer_listener_tok2vec_v1(pooling, grad_factor, upstream), max_tokens_per_pass)
+
+
+@registry.architectures("spacy_w2ner.ChunkedTok2VecTransformer.v1")
+def chunked_tok2vec_transformer(
+    transformer: Model, pooling: Model, grad_factor: float = 1.0, max_tokens_per_pass: int = 4096
+) -> Model:
+    """A transformer model (``transformer``: its config block, a ``ChunkedTransformerModel``) and
+    its listener's pooling in one component's tok2vec: what ``nlp.replace_listeners`` makes of the
+    two (the config ``transformer.listener_replaced_config`` writes), so that the pipeline it saves
+    loads. The node tree of spacy-transformers' ``Tok2VecTransformer.v3``, with this package's
+    encoder and pooling."""
+    model = chain(chain(transformer, split_trf_batch()), trfs2arrays(pooling, grad_factor))
+    return _pooled_in_chunks(model, max_tokens_per_pass)
+
+
+def _pooled_in_chunks(model: Model, max_tokens_per_pass: int) -> Model:
+    """``model`` whose ``trfs2arrays`` node is replaced by one with the same name, pooling layer and
+    attrs, and a chunked forward (``_pool_in_chunks``)."""
     if max_tokens_per_pass < 1:
         raise ValueError(f"max_tokens_per_pass must be at least 1, got {max_tokens_per_pass}")
-    model = transformer_listener_tok2vec_v1(pooling, grad_factor, upstream)
     to_arrays = node_named(model, "trfs2arrays")
     chunked = Model(
         to_arrays.name,

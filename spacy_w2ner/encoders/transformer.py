@@ -59,18 +59,17 @@ def chunked_transformer_model(
     forward (``Model.replace_callbacks``) by one that tokenizes and aligns a batch with fewer
     host calls, and cuts a span over the encoder's length into halves that fit where
     ``TransformerModel.v3`` drops its last word pieces (``wordpieces.py``); the node tree and
-    the serialized weights are ``TransformerModel.v3``'s. Its shim updates the encoder in one
-    fused optimizer step, and ``mixed_precision`` autocasts to
-    ``mixed_precision_dtype`` ("bfloat16": no loss scaling unless ``grad_scaler_config`` turns
-    it on); see ``nn.shim``; ``training_dtype`` and ``inference_dtype``: ``nn.bfloat16``.
+    the serialized weights are ``TransformerModel.v3``'s. Its shim updates the encoder in one fused
+    optimizer step, and ``mixed_precision`` autocasts to ``mixed_precision_dtype`` ("bfloat16": no loss
+    scaling unless ``grad_scaler_config`` turns it on); see ``nn.shim``; ``training_dtype`` and
+    ``inference_dtype``: ``nn.bfloat16``. ``nlp.replace_listeners``: ``listener_replaced_config``.
     """
     if max_spans_per_pass < 1:
         raise ValueError(f"max_spans_per_pass must be at least 1, got {max_spans_per_pass}")
     if last_layers < 1:
         raise ValueError(f"last_layers must be at least 1, got {last_layers}")
     check_half_dtype(mixed_precision_dtype)
-    grad_scaler_config = dict(grad_scaler_config)
-    grad_scaler_config.setdefault("enabled", bool(mixed_precision) and mixed_precision_dtype == "float16")
+    grad_scaler_config = {"enabled": bool(mixed_precision) and mixed_precision_dtype == "float16", **grad_scaler_config}
     model = create_TransformerModel_v3(
         name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config
     )
@@ -84,7 +83,23 @@ def chunked_transformer_model(
     _set_training_passes(chunked, pack_spans, training_pass_wordpieces)
     model.replace_node(encoder, chunked)
     model.replace_callbacks(transformer_forward, init=model.init)
+    model.attrs["replace_listener_cfg"] = listener_replaced_config
     return model
+
+
+REPLACED_LISTENER = "spacy_w2ner.ChunkedTok2VecTransformer.v1"
+
+
+def listener_replaced_config(transformer_cfg: dict, listener_cfg: dict) -> dict:
+    """The config ``nlp.replace_listeners`` writes in a listener's place: this model's config block
+    and the listener's pooling (``listener.chunked_tok2vec_transformer``). spacy-transformers' own
+    names its ``Tok2VecTransformer.v3`` beside settings it does not take: the saved pipeline
+    would not load."""
+    config = {"@architectures": REPLACED_LISTENER, "transformer": dict(transformer_cfg)}
+    for key in ("pooling", "grad_factor", "max_tokens_per_pass"):
+        if key in listener_cfg:
+            config[key] = listener_cfg[key]
+    return config
 
 
 @registry.architectures("spacy_w2ner.ChunkedTransformerModel.v2")

@@ -323,6 +323,38 @@ def test_chunked_encoder_round_trips_through_disk(tmp_path):
     ]
 
 
+def test_a_pipeline_whose_listener_was_replaced_saves_and_loads_with_the_same_vectors(tmp_path):
+    """``nlp.replace_listeners``: w2ner gets its own copy of the chunked encoder; the saved config
+    names ``ChunkedTok2VecTransformer.v1`` with the encoder's config block and the listener's pooling
+    (spacy-transformers' own names its ``Tok2VecTransformer.v3``, which refused them on load)."""
+    nlp = minilm_nlp(encoder={"max_spans_per_pass": 7})
+    nlp.initialize(lambda: make_examples(nlp))
+    text = "She had pain in her knees and ankles . " * 40
+
+    def word_vectors(nlp):
+        doc = nlp.make_doc(text)
+        for name, proc in nlp.pipeline[: nlp.pipe_names.index("w2ner")]:
+            doc = proc(doc)
+        return nlp.get_pipe("w2ner").model.get_ref("tok2vec").predict([doc])[0]
+
+    def entities(nlp):
+        doc = nlp(text)
+        return [(span.start, span.end, span.label_) for span in doc.spans["w2ner"]]
+
+    before, found = word_vectors(nlp), entities(nlp)
+    nlp.replace_listeners("transformer", "w2ner", ["model.tok2vec"])
+    nlp.remove_pipe("transformer")
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    tok2vec = loaded.config["components"]["w2ner"]["model"]["tok2vec"]
+    assert tok2vec["@architectures"] == "spacy_w2ner.ChunkedTok2VecTransformer.v1"
+    assert tok2vec["transformer"]["@architectures"] == "spacy_w2ner.ChunkedTransformerModel.v1"
+    assert tok2vec["transformer"]["max_spans_per_pass"] == 7 and tok2vec["pooling"] == {"@layers": "spacy_w2ner.reduce_max.v1"}
+    assert loaded.pipe_names == [name for name in nlp.pipe_names] and "transformer" not in loaded.pipe_names
+    assert (word_vectors(loaded) == before).all()
+    assert entities(loaded) == found
+
+
 def _top_layers_mean(encoder, doc, n_layers):
     """The mean of the top ``n_layers`` hidden layers, straight from the Hugging Face model."""
     import torch
