@@ -12,7 +12,7 @@ from ._util import _fail, app
 @app.command()
 def optimize(
     model: Path = typer.Argument(..., help="A trained transformer + w2ner pipeline (a directory)"),
-    output: Path = typer.Argument(..., help="The optimized pipeline's directory (must not exist)"),
+    output: Path = typer.Argument(..., help="The optimized pipeline's directory (must not exist, unless --force)"),
     int8: Optional[str] = typer.Option(
         None, help="Measure only these encoder layers int8: a preset (attention, attention+ffn-out, attention+ffn-in, "
         "all) or regular expressions over the layer names, comma-separated (default: every preset)"
@@ -24,7 +24,8 @@ def optimize(
     ),
     force: bool = typer.Option(
         False, "--force", help="Write even where no candidate measured faster (then --int8's, or this CPU's default "
-        "int8 preset, or bfloat16 with --bfloat16 alone), and replace OUTPUT if it exists (once the new pipeline is complete)"
+        "int8 preset, or bfloat16 with --bfloat16 alone on a CPU with bfloat16 instructions), and replace OUTPUT if it "
+        "is a pipeline or an empty directory (once the new pipeline is complete; never one that holds MODEL)"
     ),
     sample: Optional[Path] = typer.Option(
         None, help="Documents to measure on, as annotate reads them (.txt, a directory of .txt, .jsonl, .spacy; the "
