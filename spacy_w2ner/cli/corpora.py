@@ -210,13 +210,18 @@ def _export(fmt, docs: Iterable, output: Path, spans_key: str, options: dict) ->
     from ..files import move_into_place, remove_tree
 
     problems: List[str] = []
+    if output.is_dir() and any(output.iterdir()):
+        _fail(f"{output} is a directory that is not empty: give a new or an empty one (nothing was written)")
     partial = output.with_name(f"{output.stem}.partial{output.suffix}")  # the suffix tells the kind (bioc)
+    remove_tree(partial)  # what a killed export left: never written into this one
     try:
         fmt.write(docs, partial, spans_key, problems=problems, **options)
-    except (ValueError, ImportError) as err:
+        move_into_place(partial, output)  # brat: an empty directory given as the output
+    except BaseException as err:
         remove_tree(partial)
-        _fail(str(err))
-    move_into_place(partial, output)  # brat: an empty directory given as the output
+        if isinstance(err, (ValueError, ImportError, OSError)):
+            _fail(str(err))
+        raise
     return problems
 
 

@@ -242,6 +242,21 @@ def test_labels_with_whitespace_are_flagged_at_conversion_and_left_out_of_brat_o
     assert (tmp_path / "brat" / "x-record0.ann").read_text() == "T2\tBODY 8 13\tknees\n"
 
 
+def test_export_refuses_a_directory_that_is_not_empty_and_never_writes_into_a_killed_exports_partial(tmp_path):
+    path = write(tmp_path, "x.json", json.dumps(RECORDS))
+    cli("convert", "w2ner-json", path, tmp_path / "out")
+    write(tmp_path / "brat", "mine.txt", "kept")
+    result = cli("export", "brat", tmp_path / "out" / "x.spacy", tmp_path / "brat", code=1)
+    assert result.stderr.strip() == f"error: {tmp_path / 'brat'} is a directory that is not empty: give a new or an empty one (nothing was written)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["brat", "out", "x.json"]
+    assert [p.name for p in (tmp_path / "brat").iterdir()] == ["mine.txt"]
+    write(tmp_path / "again.partial", "stale-record9.ann", "T1\tSYM 0 4\tpain\n")  # what a killed export left
+    cli("export", "brat", tmp_path / "out" / "x.spacy", tmp_path / "again")
+    assert not (tmp_path / "again.partial").exists() and not (tmp_path / "again" / "stale-record9.ann").exists()
+    cli("export", "brat", tmp_path / "out" / "x.spacy", tmp_path / "fresh")
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == sorted(p.name for p in (tmp_path / "fresh").iterdir())
+
+
 @pytest.mark.slow
 def test_document_names_survive_spacy_apply_and_export(tmp_path, trained_nlp):
     """Predictions map back to the files they came from: brat in, `spacy apply`, brat out."""
