@@ -1,7 +1,7 @@
 """Error texts that several readers share, worded once: inputs, corpus files and HTTP requests
 report the same problem the same way."""
 import re
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -18,6 +18,13 @@ def lone_surrogate(text: str) -> Optional[str]:
     if found is None:
         return None
     return f"holds a lone surrogate ({found.group()!r} at character {found.start()}), which is not a character: fix the \\u escape"
+
+
+def missing_spans_key(spans_key: str, keys: Iterable[str]) -> str:
+    """What is wrong with documents none of which has ``doc.spans[spans_key]`` (``keys``: the span
+    groups they have; the caller says where, and what to do)."""
+    keys = sorted(keys)
+    return f"no doc has doc.spans[{spans_key!r}]; " + (f"they have {', '.join(repr(k) for k in keys)}" if keys else "they have no span groups")
 
 
 def json_type(value: Any) -> str:

@@ -8,6 +8,7 @@ from typing import Iterable, Iterator, NoReturn
 import typer
 
 from ..common import cli_fields
+from ..messages import missing_spans_key
 
 app = typer.Typer(help="spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy", no_args_is_help=True)
 
@@ -68,11 +69,8 @@ def _check_spans_key(docs: list, spans_key: str, where: str) -> None:
 
 def _check_keys(n_docs: int, keys: set, spans_key: str, where: str) -> None:
     """Exit 1 when there are docs and ``spans_key`` is none of their span groups' ``keys``."""
-    if not n_docs or spans_key in keys:
-        return
-    keys = sorted(keys)
-    found = f"they have {', '.join(repr(k) for k in keys)}" if keys else "they have no span groups"
-    _fail(f"{where}: no doc has doc.spans[{spans_key!r}]; {found}. Choose the key with --spans-key")
+    if n_docs and spans_key not in keys:
+        _fail(f"{where}: {missing_spans_key(spans_key, keys)}. Choose the key with --spans-key")
 
 
 def with_options(options_type):

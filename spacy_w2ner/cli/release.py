@@ -138,9 +138,11 @@ def tune_decoding(
     from ..release.decoding import tune_decoding as tune
 
     settings = (_threshold_list(nnw), _threshold_list(thw), _bool_list(best_path_only))
+    if scores is not None and scores.is_dir():
+        _fail(f"--scores {scores} is a directory: give the JSON file's path (nothing was run)")
     try:
         report = tune(model, dev, output, *settings, metric=metric, batch_size=batch_size)
-    except ValueError as err:
+    except (OSError, ValueError) as err:  # OSError: spaCy's for a directory that is not a pipeline
         _fail(str(err))
     if scores is not None:
         scores.parent.mkdir(parents=True, exist_ok=True)

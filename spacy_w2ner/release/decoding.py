@@ -33,6 +33,7 @@ from thinc.api import Config
 from ..component import W2NER, first_w2ner
 from ..files import write_directory
 from ..grid.segments import Segment
+from ..messages import missing_spans_key
 from ..model.predictions import decided_relations, grid_probabilities
 from ..model.types import LinkThresholds, check_link_threshold
 
@@ -197,6 +198,9 @@ def tune_decoding(
     gold = list(DocBin().from_disk(dev).get_docs(nlp.vocab))
     if not gold:
         raise ValueError(f"{dev} holds no documents")
+    if not any(pipe.spans_key in doc.spans for doc in gold):  # every setting would score 0 and one be "chosen"
+        keys = {key for doc in gold for key in doc.spans}
+        raise ValueError(f"{dev}: {missing_spans_key(pipe.spans_key, keys)}, and '{name}' writes its entities to the first (its spans_key)")
     docs = words_only(nlp, gold)
     grids = dev_probabilities(nlp, docs, batch_size)
     scored = [score_setting(pipe, docs, gold, grids, setting) for setting in settings]

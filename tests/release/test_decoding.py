@@ -123,3 +123,22 @@ def test_the_command_prints_the_choice_and_writes_the_scores_and_the_copy(half_t
     assert tuned.link_thresholds.nnw == chosen["nnw_threshold"] and tuned.best_path_only == chosen["best_path_only"]
     cli("tune-decoding", model, dev, "--nnw", "0.1,lots", code=2)
     cli("tune-decoding", model, dev, "--best-path-only", "yes", code=2)
+
+
+def test_gold_under_another_key_a_directory_that_is_no_pipeline_and_a_directory_for_scores_are_named(half_trained, tmp_path):
+    """Each a one-line error before the tuning runs; gold under another key scored every setting 0
+    and "chose" one."""
+    model, dev = half_trained
+    docs = list(DocBin().from_disk(dev).get_docs(spacy.blank("en").vocab))
+    for doc in docs:
+        doc.spans["sc"] = doc.spans.pop("w2ner")
+    DocBin(docs=docs, store_user_data=True).to_disk(tmp_path / "sc.spacy")
+    with pytest.raises(ValueError, match=r"sc.spacy: no doc has doc.spans\['w2ner'\]; they have 'sc', and 'w2ner' writes"):
+        tune_decoding(model, tmp_path / "sc.spacy")
+    (tmp_path / "empty").mkdir()
+    for args, says in [((model, tmp_path / "sc.spacy"), "no doc has doc.spans['w2ner']"),
+                       ((tmp_path / "empty", dev), "[E053] Could not read meta.json"),
+                       ((model, dev, "--scores", tmp_path / "empty"), "is a directory: give the JSON file's path")]:  # fmt: skip
+        result = cli("tune-decoding", *args, code=1)
+        assert result.stderr.startswith("error: ") and says in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
