@@ -80,7 +80,7 @@ def _prepare(run: RunDirectory, config, resume: bool, force_resume: bool, world_
     corpora = corpus_fingerprints(config)
     checkpoint = prepare_training(run, config, corpora, resume or force_resume, force_resume, say)
     check_world_size(checkpoint, world_size, force_resume, say)
-    start_training(run, config, corpora, checkpoint)
+    run.settings_at_resume = start_training(run, config, corpora, checkpoint)
     return checkpoint
 
 

@@ -154,8 +154,6 @@ class _Session:
         self.force_resume = force_resume
         if checkpoint is not None:
             self.nlp.from_disk(checkpoint.model)
-            if self.cluster.is_main:
-                self.run.count_resume()
             self.say(f"Resuming from {checkpoint.path} (step {checkpoint.step}): replaying the steps before it without training")
 
     def steps(self, stop_requested: Callable[[], bool]):
@@ -203,6 +201,8 @@ class _Session:
             restore_random_states(checkpoint.random_states(self.cluster.rank))
             if checkpoint.threads_differ():
                 self.say(checkpoint.threads_differ())
+            if self.cluster.is_main:
+                self.run.count_resume(self.run.settings_at_resume)
             self.say(f"Resumed at step {info['step'] + 1}, epoch {info['epoch']}")
             getattr(self.log_step, "resumed", lambda step: None)(info["step"] + 1)  # the progress line's count
         return True

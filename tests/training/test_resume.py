@@ -95,6 +95,25 @@ def test_resuming_with_another_setting_or_corpus_is_refused_naming_it(uninterrup
     assert f"{changed} is read now" in result.stderr and f"{corpus['train']} is no longer read" in result.stderr
 
 
+def test_a_forced_resume_that_cannot_replay_to_its_checkpoint_leaves_the_record_to_the_checkpoints_settings(uninterrupted, corpus, tmp_path):
+    """Another batch size replays other batches: the forced resume stops, and the record still
+    says what the checkpoints were trained with (it said the new size: a plain --resume of the
+    original command was then refused as "started with other settings")."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(uninterrupted, run_dir)
+    record = json.loads((run_dir / "run.json").read_text())
+    before = {**record, "finished": False}  # killed before its end
+    (run_dir / "run.json").write_text(json.dumps(before))
+    arguments = train_command(run_dir, corpus, "--resume")[4:]
+    result = cli("train", *arguments, "--force-resume", "--training.batcher.size", "3", code=1)
+    assert "resuming although the settings changed (--force-resume): training.batcher.size" in result.stdout
+    assert "does not replay to the checkpoint" in result.stderr
+    assert json.loads((run_dir / "run.json").read_text()) == before
+    cli("train", *arguments)  # the original command goes on
+    after = json.loads((run_dir / "run.json").read_text())
+    assert after["finished"] and after["resumes"] == before["resumes"] + 1 and after["config"] == before["config"]
+
+
 def test_an_output_directory_with_another_run_is_refused(uninterrupted, corpus, tmp_path):
     result = cli("train", *train_command(uninterrupted, corpus)[4:], code=1)
     assert result.stderr.strip() == (
