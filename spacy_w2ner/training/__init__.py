@@ -26,7 +26,10 @@ from .checkpoints import CheckpointError
 from .distributed import Cluster, DistributedError, check_world_size, restarted_by_launcher
 from .loop import Outcome, info_line, train_resumable
 from .replay import ReplayError
-from .run import RUN_FILE, RunDirectory, RunError, RunFinished, check_corpora_exist, corpus_fingerprints, prepare_training, start_training
+from .run import (
+    RUN_FILE, RunDirectory, RunError, RunFinished, check_corpora_exist, check_settings, corpus_fingerprints, prepare_training,
+    start_training,
+)  # fmt: skip
 from .state import StateError
 from .stream import DataPositionError
 
@@ -76,6 +79,7 @@ def _prepare(run: RunDirectory, config, resume: bool, force_resume: bool, world_
     """The run directory held, checked and started; the checkpoint to resume from (or None)."""
     say = lambda line: print(info_line(line))  # noqa: E731
     check_corpora_exist(config)
+    check_settings(config)
     run.hold()
     corpora = corpus_fingerprints(config)
     checkpoint = prepare_training(run, config, corpora, resume or force_resume, force_resume, say)

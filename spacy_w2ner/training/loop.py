@@ -12,7 +12,6 @@ on a CPU the run ends with the same weights, bit for bit, as one that was never 
 data-parallel run (``distributed.py``) every process runs this loop; the first alone evaluates,
 logs, saves and writes the checkpoints.
 """
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -110,7 +109,7 @@ def train_resumable(
                 ):
                     session.checkpoint(info, keep)
                 if stopping:
-                    return Outcome(info["step"] + 1, False, stop.signal_number or signal.SIGTERM)
+                    return Outcome(info["step"] + 1, False, stop.exit_signal)
             session.evaluate_final_step()
         except BaseException as err:
             session.say_aborting(err)

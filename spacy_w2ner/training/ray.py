@@ -11,7 +11,6 @@ with a checkpoint (the run's STOP file, which every worker's first process polls
 Ctrl+C stops at once.
 """
 import os
-import signal
 import sys
 import threading
 from dataclasses import dataclass
@@ -68,7 +67,7 @@ def train_on_ray(
     if record.get("finished"):
         return Outcome(record.get("steps") or 0, True)
     found = checkpoints(run.path)
-    return Outcome(found[0].step if found else 0, False, stop.signal_number or signal.SIGTERM)
+    return Outcome(found[0].step if found else 0, False, stop.exit_signal)
 
 
 def _check_before_starting(config_path: Path, overrides: dict, run: RunDirectory, world_size: int, resume: bool, force_resume: bool) -> None:

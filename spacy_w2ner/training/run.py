@@ -74,6 +74,8 @@ class RunDirectory:
         """Hold the directory for this process's run until ``release`` or the process's end
         (``lock.DirectoryLock``); the kind's error naming the process that holds it. A stop request
         left by the run before (the one that stopped it) is removed."""
+        if self.path.exists() and not self.path.is_dir():
+            raise self.kind.error(f"{self.path} is a file: --output takes a directory")
         try:
             self._lock.acquire()
         except DirectoryInUse as busy:
@@ -85,8 +87,10 @@ class RunDirectory:
             self.stop_file.unlink()
 
     def release(self) -> None:
-        """Let the directory go; the lock file goes too once the run has finished."""
-        self._lock.release(remove=bool((self.record or {}).get("finished")))
+        """Let the directory go; the lock file goes too once the run has finished, or where no run
+        started (refused: the directory is left as it was found)."""
+        record = self.record
+        self._lock.release(remove=record is None or bool(record.get("finished")))
 
     def holds_something_else(self) -> bool:
         """Whether the directory holds files but no run's record (and this process's lock)."""
@@ -193,6 +197,8 @@ def _fresh_directory(run: RunDirectory, resume: bool, say: Callable[[str], None]
             f"{run.path} holds {' and '.join(spacy_outputs)} from a run without checkpoints "
             "(spacy train's?): choose another --output, or move them away"
         )
+    if run.holds_something_else():  # an adaptation's checkpoints would be replaced, its others removed
+        raise RunError(f"{run.path} is not empty and holds no run ({RUN_FILE}): choose another --output")
     if resume:
         say(f"no run in {run.path} to resume: starting fresh")
 
@@ -242,13 +248,25 @@ def corpus_fingerprints(config: Config) -> Dict[str, str]:
     return fingerprints
 
 
+def check_settings(config: Config) -> None:
+    """RunError for a [training] setting spaCy's loop fails on with a traceback (after loading the
+    pipeline): ``eval_frequency`` below 1 (a ZeroDivisionError at the first step)."""
+    frequency = config.interpolate()["training"].get("eval_frequency")
+    if isinstance(frequency, int) and frequency < 1:
+        raise RunError(f"[training] eval_frequency must be at least 1 (steps between evaluations), got {frequency}")
+
+
 def check_corpora_exist(config: Config) -> None:
     """RunError naming each corpus whose ``path`` (its config block's) does not exist, before a run
     starts: spaCy would fail minutes later, loading the pipeline, with a traceback."""
+    blocks = _corpus_blocks(config)
+    unset = [f"[{dot_name}] path" for dot_name, block in blocks if "path" in block and not block["path"]]
+    if unset:
+        raise RunError(f"corpus not set: {'; '.join(unset)} (null): give the path (--paths.train, --paths.dev)")
     missing = [
         f"{block['path']} ([{dot_name}] path)"
-        for dot_name, block in _corpus_blocks(config)
-        if isinstance(block.get("path"), str) and block["path"] and not Path(block["path"]).exists()
+        for dot_name, block in blocks
+        if isinstance(block.get("path"), str) and not Path(block["path"]).exists()
     ]
     if missing:
         raise RunError(f"corpus not found: {'; '.join(missing)}")

@@ -31,6 +31,11 @@ class StopRequests:
             self._file_seen = self.stop_file.exists()
         return self.signal_number is not None or self._file_seen
 
+    @property
+    def exit_signal(self) -> int:
+        """The signal a stopped run exits by (128 + it): the one that asked, SIGTERM for the stop file."""
+        return self.signal_number or signal.SIGTERM
+
     def _handle(self, number, frame) -> None:
         if self.requested and number == signal.SIGINT:
             raise KeyboardInterrupt

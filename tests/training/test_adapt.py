@@ -7,6 +7,7 @@ sentence encoders we use are."""
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -222,7 +223,7 @@ def test_the_stop_file_stops_an_adaptation_after_its_step_with_a_checkpoint(enco
     adaptation = start_adaptation(encoder, sample_texts(), directory, None, options, stdout=open(os.devnull, "w"))
     directory.request_stop()
     outcome = adaptation.run(progress=False)
-    assert (outcome.steps, outcome.finished) == (1, False)
+    assert (outcome.steps, outcome.finished, outcome.signal_number) == (1, False, signal.SIGTERM)  # the CLI exits 143
     assert [path.name for path in (directory.path / "checkpoints").iterdir()] == ["step-00000001"]
 
 
@@ -353,6 +354,30 @@ def test_bad_input_and_settings_get_a_one_line_error(encoder, texts_file, tmp_pa
     )
     assert error(encoder, texts_file, "--output", encoder) == f"error: {encoder} is not empty and holds no adaptation (adapt.json): choose another --output"
     assert not (tmp_path / "a").exists()
+
+
+def test_an_adaptation_that_ended_before_its_first_checkpoint_is_started_afresh_with_the_new_settings(tmp_path):
+    """Killed or failed as it started (adapt.json, no checkpoint): nothing to resume, so the command
+    run again, its settings fixed, starts afresh (it was refused, and refused with --resume)."""
+    from spacy_w2ner.training.adapt.directory import adaptation_directory, prepare_adaptation
+
+    directory = adaptation_directory(tmp_path / "adapted")
+    directory.path.mkdir()
+    (directory.path / "adapt.json").write_text(json.dumps({"identity": {"steps": 40}, "finished": False, "steps": 0}))
+    said = []
+    for resume in (False, True):
+        assert prepare_adaptation(directory, {"steps": 10}, resume, said.append) is None
+        directory.release()
+    assert said == [f"the adaptation in {directory.path} stopped before its first checkpoint (nothing to resume): starting afresh"] * 2
+
+
+def test_a_max_length_over_the_encoders_positions_is_refused_before_anything_is_written(encoder, texts_file, tmp_path):
+    """The tiny encoder has 256 positions: a longer sequence failed at its first evaluation, in the
+    encoder's embedding, with a traceback."""
+    arguments = adapt_command(encoder, texts_file, tmp_path / "adapted", "--max-length", "300")[4:]
+    result = cli("adapt-encoder", *arguments, code=1)
+    assert result.stderr.strip() == f"error: --max-length 300 is over the 256 wordpieces {encoder.name} takes a sequence of"
+    assert not (tmp_path / "adapted").exists() or not any((tmp_path / "adapted").iterdir())
 
 
 def test_a_second_run_in_the_directory_or_a_resume_with_other_settings_is_refused(uninterrupted, encoder, texts_file, tmp_path):

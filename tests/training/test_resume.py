@@ -123,6 +123,12 @@ def test_an_output_directory_with_another_run_is_refused(uninterrupted, corpus, 
     shutil.copytree(uninterrupted / "model-best", spacy_run / "model-best")
     result = cli("train", *train_command(spacy_run, corpus, "--resume")[4:], code=1)
     assert "holds model-best from a run without checkpoints (spacy train's?)" in result.stderr
+    adaptation = tmp_path / "adapted"
+    (adaptation / "checkpoints" / "step-00000004").mkdir(parents=True)  # adapt-encoder's, which train's would replace
+    (adaptation / "adapt.json").write_text("{}")
+    result = cli("train", *train_command(adaptation, corpus)[4:], code=1)
+    assert result.stderr.strip() == f"error: {adaptation} is not empty and holds no run (run.json): choose another --output"
+    assert sorted(p.name for p in adaptation.iterdir()) == ["adapt.json", "checkpoints"]
 
 
 def test_a_run_that_stopped_before_its_first_checkpoint_is_started_afresh_with_the_new_settings(uninterrupted, corpus, tmp_path):
@@ -149,6 +155,17 @@ def test_a_corpus_that_does_not_exist_is_named_before_the_run_starts(corpus, tmp
     result = cli("train", *arguments, code=1)
     assert result.stderr.strip() == f"error: corpus not found: {missing} ([corpora.dev] path)"
     assert not (tmp_path / "run").exists()
+
+    arguments = train_command(tmp_path / "run", corpus)[4:]
+    for extra, says in [(["--paths.dev", "null"], "corpus not set: [corpora.dev] path (null): give the path"),
+                        (["--training.eval_frequency", "0"], "[training] eval_frequency must be at least 1")]:  # fmt: skip
+        result = cli("train", *arguments, *extra, code=1)
+        assert result.stderr.strip().startswith(f"error: {says}"), result.stderr
+        assert not (tmp_path / "run").exists()
+    (tmp_path / "a-file").write_text("mine")
+    result = cli("train", *train_command(tmp_path / "a-file", corpus)[4:], code=1)
+    assert result.stderr.strip() == f"error: {tmp_path / 'a-file'} is a file: --output takes a directory"
+    assert (tmp_path / "a-file").read_text() == "mine"
 
 
 def test_a_run_still_training_in_the_output_directory_is_refused_naming_its_process(uninterrupted, corpus, tmp_path):

@@ -73,6 +73,16 @@ def adapt_encoder(
         directory.release()
 
 
+def _longest_sequence(folder: Path, tokenizer) -> Optional[int]:
+    """The most wordpieces the encoder takes a sequence of: its tokenizer's ``model_max_length``, or
+    where that is unset (a huge number), its config's ``max_position_embeddings`` (None if neither)."""
+    from transformers import AutoConfig
+
+    if tokenizer.model_max_length < 1_000_000:
+        return int(tokenizer.model_max_length)
+    return getattr(AutoConfig.from_pretrained(str(folder)), "max_position_embeddings", None)
+
+
 def start_adaptation(folder: Path, texts: Sequence[str], directory: RunDirectory, checkpoint, options: AdaptOptions,
                      stdout: Optional[IO] = None, stderr: Optional[IO] = None):  # fmt: skip
     """The ``loop.Adaptation``: the masked LM (a fresh one from ``folder``, or the checkpoint's),
@@ -88,6 +98,9 @@ def start_adaptation(folder: Path, texts: Sequence[str], directory: RunDirectory
     tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     if not tokenizer.is_fast:
         raise AdaptError(f"{folder}'s tokenizer has no fast version (tokenizer.json): whole-word masking needs its word ids")
+    longest = _longest_sequence(folder, tokenizer)
+    if longest is not None and options.max_length > longest:
+        raise AdaptError(f"--max-length {options.max_length} is over the {longest} wordpieces {folder.name} takes a sequence of")
     corpus = build_corpus(texts, tokenizer, options.max_length, options.held_out)
     record = directory.record if checkpoint is not None else {}
     lm, head_is_new = load_masked_lm(checkpoint.path / MODEL if checkpoint else folder, options.seed)

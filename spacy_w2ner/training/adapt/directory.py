@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from ...files import move_into_place, remove_tree
-from ..checkpoints import Checkpoint
+from ..checkpoints import Checkpoint, checkpoints
 from ..run import RunDirectory, RunKind, changed
 from .options import AdaptError, AdaptFinished
 
@@ -44,6 +44,9 @@ def prepare_adaptation(run: RunDirectory, identity: dict, resume: bool, say: Cal
     if record is None:
         if resume:
             say(f"no adaptation in {run.path} to resume: starting fresh")
+        return None
+    if not record.get("finished") and not checkpoints(run.path):  # failed or killed as it started
+        say(f"the adaptation in {run.path} stopped before its first checkpoint (nothing to resume): starting afresh")
         return None
     if not resume:
         progress = "finished" if record.get("finished") else f"at step {record.get('steps', 0)}"

@@ -111,7 +111,7 @@ class Adaptation:
                 elif stop.requested:
                     self._checkpoint(bar.write)
                 if stop.requested and self.state.done < self.plan.total:
-                    return Outcome(self.state.done, False, stop.signal_number)
+                    return Outcome(self.state.done, False, stop.exit_signal)
         return Outcome(self.state.done, True)
 
     # ------------------------------------------------------------ a step
