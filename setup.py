@@ -72,8 +72,8 @@ setup(
             "spacy_w2ner.BratCorpus.v1 = spacy_w2ner.formats.readers:create_brat_corpus",
         ],
         "spacy_misc": [
-            "spacy_w2ner.bundled_encoder_path.v1 = spacy_w2ner.encoders.assets:bundled_encoder_path",
-            "spacy_w2ner.encoder_path.v1 = spacy_w2ner.encoders.assets:encoder_path",
+            "spacy_w2ner.bundled_encoder_path.v1 = spacy_w2ner.encoders.assets:bundled_encoder_name",
+            "spacy_w2ner.encoder_path.v1 = spacy_w2ner.encoders.assets:encoder_name",
         ],
     },
     classifiers=[

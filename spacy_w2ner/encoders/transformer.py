@@ -21,6 +21,7 @@ from ..nn.shim import check_half_dtype, fuse_updates, torch_module
 from ..nn.hf_shim import FusedHFShim, Int8HFShim
 from ..nn.int8 import check_patterns
 from ..nn.transfers import to_device
+from .assets import check_encoder_found
 from .packing import PackedWordpieces, pack, packing_offset, pooled_output, unpack_outputs
 from .wordpieces import transformer_forward
 
@@ -82,9 +83,21 @@ def chunked_transformer_model(
     chunked.attrs["loss_scaling"] = bool(grad_scaler_config["enabled"])
     _set_training_passes(chunked, pack_spans, training_pass_wordpieces)
     model.replace_node(encoder, chunked)
-    model.replace_callbacks(transformer_forward, init=model.init)
+    model.replace_callbacks(transformer_forward, init=_checking_the_encoder_is_found(model.init))
     model.attrs["replace_listener_cfg"] = listener_replaced_config
     return model
+
+
+def _checking_the_encoder_is_found(init: Callable) -> Callable:
+    """spacy-transformers' init, which reads the encoder's files by the model's ``name``: first a
+    clear AssetError where they are not on this machine (``assets.NOT_FOUND``; loading a saved
+    pipeline does not need them)."""
+
+    def initialize(model: Model, X=None, Y=None):
+        check_encoder_found(model.attrs["name"])
+        return init(model, X, Y)
+
+    return initialize
 
 
 REPLACED_LISTENER = "spacy_w2ner.ChunkedTok2VecTransformer.v1"

