@@ -42,12 +42,20 @@ def _blank_nlp(lang: str):
 def _output_dir(path: Path) -> Path:
     if path.exists() and not path.is_dir():
         raise typer.BadParameter(f"{path} is a file; give a directory (it is created if missing)")
-    return path
+    return _under_a_directory(path)
 
 
 def _output_file(path: Path) -> Path:
     if path.is_dir():
         raise typer.BadParameter(f"{path} is a directory; give the path of the file to write")
+    return _under_a_directory(path)
+
+
+def _under_a_directory(path: Path) -> Path:
+    """``path``, whose nearest existing parent is a directory (the missing ones are made)."""
+    parent = next((parent for parent in Path(path).absolute().parents if parent.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise typer.BadParameter(f"{parent} is a file: {path} cannot be written under it")
     return path
 
 

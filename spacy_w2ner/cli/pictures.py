@@ -47,7 +47,7 @@ def visualize(
     model: str = typer.Argument(..., help="Pipeline name or path"),
     data: Path = typer.Argument(..., exists=True, dir_okay=False, help="A .spacy DocBin with gold entities"),
     output: Path = typer.Argument(..., help="The HTML page to write"),
-    limit: int = typer.Option(0, help="Only the first N documents (0: all)"),
+    limit: int = typer.Option(0, min=0, help="Only the first N documents (0: all)"),
     errors_only: bool = typer.Option(False, help="Only documents with a missed or spurious entity"),
     spans_key: str = typer.Option("w2ner", help="doc.spans key of the gold entities"),
 ):
@@ -64,6 +64,8 @@ def visualize(
     _output_file(output)
     gold = _read_docbin(data, nlp.lang)
     gold = gold[:limit] if limit else gold
+    if not gold:
+        _fail(f"{data} holds no documents")
     _check_spans_key(gold, spans_key, str(data))
     page, scores = predicted_error_page(nlp, gold, spans_key, errors_only=errors_only)
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from ._util import _fail, app
+from ._util import _fail, _output_dir, app
 
 @app.command()
 def optimize(
@@ -91,9 +91,11 @@ def fetch_encoder(
     from ..encoders.assets import AssetError
     from ..encoders.assets import fetch_encoder as fetch
 
+    if directory is not None:
+        _output_dir(directory)
     try:
         path = fetch(name, str(directory) if directory else None, force=force, log=lambda m: typer.echo(m, err=True))
-    except AssetError as err:
+    except (AssetError, OSError) as err:
         _fail(str(err))
     typer.echo(str(path))
 

@@ -206,6 +206,14 @@ def test_output_paths_of_the_wrong_kind_are_usage_errors(tmp_path):
     assert "is a directory" in usage_error("export", "w2ner-json", docbin, tmp_path / "out")
     assert "is a file" in usage_error("split", docbin, a_file)
     assert "is a directory" in usage_error("filter", docbin, tmp_path / "out", "--contiguous-only")
+    # under a file: one line naming it (a traceback from mkdir or open before)
+    under = f"{a_file} is a file: {a_file / 'sub'} cannot be written under it"
+    assert under in usage_error("convert", "w2ner-json", path, a_file / "sub")
+    assert under in usage_error("split", docbin, a_file / "sub")
+    assert under in usage_error("filter", docbin, a_file / "sub", "--contiguous-only")
+    assert under in usage_error("export", "w2ner-json", docbin, a_file / "sub")
+    assert under in usage_error("fetch-encoder", "all-mpnet-base-v2", "--directory", a_file / "sub")
+    assert "is a file" in usage_error("fetch-encoder", "all-mpnet-base-v2", "--directory", a_file)
 
 
 def test_show_names_a_pipeline_it_cannot_load(tmp_path):

@@ -178,6 +178,11 @@ def test_show_html_and_visualize_commands(tmp_path, saved_model, trained_nlp):
     assert "2 documents" in result.stdout
     page = (tmp_path / "errors.html").read_text(encoding="utf8")
     assert "doc 1:" in page and "doc 0:" not in page and "1 missed" in page
+    result = cli("visualize", saved_model, tmp_path / "gold.spacy", tmp_path / "neg.html", "--limit", "-1", code=2)
+    assert "should be greater than or equal to 0" in " ".join(result.stderr.replace("│", " ").split())  # it dropped the last document
+    DocBin().to_disk(tmp_path / "none.spacy")
+    result = cli("visualize", saved_model, tmp_path / "none.spacy", tmp_path / "none.html", code=1)
+    assert result.stderr.strip() == f"error: {tmp_path / 'none.spacy'} holds no documents" and not (tmp_path / "none.html").exists()
 
 
 def chromium():
