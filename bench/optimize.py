@@ -194,7 +194,7 @@ def main() -> None:
         round(speed["float32 annotate"]["docs_per_s"] / speed["float32 annotate (0.2.0)"]["docs_per_s"], 3) if args.old_code else None
     )
     deltas = {f"{kind}_minus_float32_test_f": round(100 * (accuracy[kind]["w2ner_f"] - accuracy["float32"]["w2ner_f"]), 2) for kind in optimized}
-    report_dict = {"model": str(args.model), "command": " ".join(sys.argv),
+    report_dict = {"model": str(args.model), "corpus": str(args.corpus), "command": " ".join(sys.argv),
                    "optimize": report and {k: v for k, v in asdict(report).items() if k != "output"}, "optimize_summary": report and report.lines(),
                    "documents": len(texts), "annotate_batch_size": batch, "threads": args.threads, "rounds": args.rounds, "accuracy": accuracy,
                    **deltas, "speed": speed, "ratios": ratios,

@@ -72,7 +72,7 @@ def model_card(
 
     try:
         path = write_model_card(model, evaluation, train, speed, evaluated_on, name, version, seeds=seeds, published=published)
-    except ValueError as err:  # it names the file or figure
+    except (ValueError, OSError) as err:  # it names the file or figure (OSError: not a pipeline)
         _fail(str(err))
     except KeyError as err:
         _fail(f"{evaluation}: {err}")

@@ -37,6 +37,11 @@ def write_model_card(model: Path, evaluation: Path, train: Optional[Path] = None
     if version:
         nlp.meta["version"] = version
     metrics = _read_json(evaluation)
+    key = first_w2ner(nlp)[1].spans_key
+    if not isinstance(metrics, dict) or f"{key}_f" not in metrics:
+        found = ", ".join(sorted(k for k in metrics if k.endswith("_f"))) if isinstance(metrics, dict) else "not an object"
+        raise ValueError(f"{evaluation}: not 'spacy evaluate --output' scores of this pipeline's entities: no {key}_f "
+                         f"(its spans_key is {key!r}; found: {found or 'no _f scores'})")  # fmt: skip
     summary = _read_summary(seeds, metrics) if seeds else None
     sections = [
         _title(nlp),
@@ -217,9 +222,10 @@ def _speed(speed: Optional[Dict]) -> str:
     if not speed:
         return "## Speed\n\nNot measured for this package (bench/optimize.py measures it)."
     rows = [f"| {name} | {case['docs_per_s']} | {case['peak_rss_mb']} |" for name, case in speed["speed"].items()]
+    corpus = f"`{Path(speed['corpus']).name}`'s sentences" if speed.get("corpus") else "Sentences"
     return f"""## Speed
 
-CADEC test sentences ({speed['documents']}), {speed['threads']} CPU threads ({speed.get('cpu', 'CPU')}),
+{corpus} ({speed['documents']}), {speed['threads']} CPU threads ({speed.get('cpu_model') or speed.get('cpu', 'CPU')}),
 `bench/optimize.py`, the best of {speed['rounds']} rounds; GPU: not measured.
 
 | Case | Documents/s | Peak memory (MB) |

@@ -29,6 +29,12 @@ def test_model_card_has_per_label_scores_the_data_use_and_limits(saved_model, tr
     assert "annotate en_w2ner_demo notes/ out.jsonl --doc-per-file" in card  # its examples run: tests/docs
     assert 'spacy.load("en_w2ner_demo")' in card and "python -m spacy_w2ner serve en_w2ner_demo" in card
     assert "windows of 256 tokens" in card
+    speed = {"corpus": "corpora/notes/test.json", "documents": 40, "threads": 2, "rounds": 3, "cpu": "x86_64",
+             "cpu_model": "AMD EPYC", "speed": {"float32 annotate": {"docs_per_s": 12.5, "peak_rss_mb": 900.0}}}  # bench/optimize.py's
+    (tmp_path / "speed.json").write_text(json.dumps(speed))
+    cli("model-card", model, tmp_path / "metrics.json", "--speed", tmp_path / "speed.json")
+    card = (model / "README.md").read_text(encoding="utf8")
+    assert "`test.json`'s sentences (40), 2 CPU threads (AMD EPYC)" in card and "| float32 annotate | 12.5 | 900.0 |" in card
     cli("model-card", model, tmp_path / "metrics.json")
     meta = json.loads((model / "meta.json").read_text(encoding="utf8"))
     assert (model / "README.md").read_text(encoding="utf8").startswith(f"# en_{meta['name']} {meta['version']}\n")
@@ -41,6 +47,23 @@ def test_model_card_names_a_bad_evaluation_file(saved_model, tmp_path):
     result = cli("model-card", model, tmp_path / "metrics.json", code=1)
     assert str(tmp_path / "metrics.json") in result.stderr
     assert not (model / "README.md").exists()
+
+
+def test_model_card_refuses_scores_that_are_not_the_pipelines_and_a_directory_that_is_no_pipeline(saved_model, tmp_path):
+    """Each a one-line error, nothing written: the card said "n/a" for every score (exit 0), or a
+    list was an AttributeError, a directory without a pipeline an OSError traceback."""
+    model = tmp_path / "model"
+    shutil.copytree(saved_model, model)
+    for name, content, says in [("empty.json", {}, "no w2ner_f (its spans_key is 'w2ner'; found: no _f scores)"),
+                                ("other-key.json", {"sc_f": 0.5, "sc_p": 0.5}, "no w2ner_f (its spans_key is 'w2ner'; found: sc_f)"),
+                                ("list.json", [1, 2], "no w2ner_f (its spans_key is 'w2ner'; found: not an object)")]:  # fmt: skip
+        (tmp_path / name).write_text(json.dumps(content))
+        result = cli("model-card", model, tmp_path / name, code=1)
+        assert result.stderr.strip() == f"error: {tmp_path / name}: not 'spacy evaluate --output' scores of this pipeline's entities: {says}"
+        assert not (model / "README.md").exists()
+    (tmp_path / "empty").mkdir()
+    result = cli("model-card", tmp_path / "empty", tmp_path / "empty.json", code=1)
+    assert result.stderr.startswith("error: [E053]") and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_project_package_commands_give_the_card_the_wheels_name_and_version():
