@@ -16,7 +16,7 @@ from ..component import first_w2ner
 from ..entities import Entity, get_entities
 from ..grid.codec import NNW, THW_OFFSET, Cell, gold_cells
 from ..model.predictions import grid_probabilities
-from .text import LEGEND, TPL_DOC, EntityRenderer, html_page, label_colors
+from .text import LEGEND, TPL_DOC, EntityRenderer, html_page, label_colors, rendered_width
 
 NNW_COLOR = "#1e66f5"
 
@@ -41,7 +41,7 @@ def render_grid(
     """
     n = len(words)
     palette = label_colors(labels, colors)
-    margin = 12 + 7 * max((len(w) for w in words), default=1)
+    margin = round(12 + max((rendered_width(w, 7) for w in words), default=7), 1)  # wide (CJK) characters count double
     size = margin + n * cell + 8
     outlined = _gold_relations(gold, labels, n)
     parts = [

@@ -150,14 +150,14 @@ def place_in_rows(drawn: List[Drawn], doc: Doc) -> None:
     reaching: List[Tuple[int, int]] = []  # (last token, row) of the entities placed so far that may still overlap
     for d in sorted(drawn, key=lambda d: (d.entity.tokens[0], -(d.entity.tokens[-1] - d.entity.tokens[0]), d.number)):
         first = d.entity.tokens[0]
-        last = max(d.entity.tokens[-1], _label_end(doc, first, _width(html.unescape(d.caption), 6.2) + 12))
+        last = max(d.entity.tokens[-1], _label_end(doc, first, rendered_width(html.unescape(d.caption), 6.2) + 12))
         reaching = [(end, slot) for end, slot in reaching if end >= first]
         taken = {slot for _, slot in reaching}
         d.slot = next(slot for slot in itertools.count(1) if slot not in taken)
         reaching.append((last, d.slot))
 
 
-def _width(text: str, per_char: float) -> float:
+def rendered_width(text: str, per_char: float) -> float:
     """Rough rendered width in pixels (wide East Asian characters count about double)."""
     return sum(per_char * (1.8 if ord(c) >= 0x2E80 else 1.0) for c in text)
 
@@ -168,7 +168,7 @@ def _label_end(doc: Doc, start: int, label_width: float) -> int:
     for token in doc[start:]:
         if "\n" in token.text and token.i > start:  # a line break: the label cannot reach past it
             return token.i - 1
-        covered += _width(token.text_with_ws or token.text + " ", 9.5)
+        covered += rendered_width(token.text_with_ws or token.text + " ", 9.5)
         if covered >= label_width:
             return token.i
     return len(doc) - 1

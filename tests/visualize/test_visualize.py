@@ -113,6 +113,15 @@ def test_grid_shades_cells_by_probability_and_outlines_gold():
     assert "gold: THW SYM" in svg and "gold: NNW" in svg
 
 
+def test_grid_margin_fits_wide_words():
+    """A word's label is drawn right-aligned before the grid: a CJK word (about double width) was cut off."""
+    words = ["患者", "阿司匹林肠溶片"]
+    probs = np.zeros((2, 2, 3), dtype="float32")
+    probs[..., 0] = 1.0
+    grid_left = float(re.search(r'<rect x="([\d.]+)" y="[\d.]+" width="44"', render_grid(words, probs, ["DRUG"])).group(1))
+    assert grid_left >= round(12 + 7 * 1.8 * len("阿司匹林肠溶片"), 1)
+
+
 def outlined_cells(svg: str, words) -> dict:
     """(row, column) -> relation of every cell the grid picture outlines as gold."""
     outlines = re.findall(r"<title>row '(\w+)' -> column '(\w+)'[^<]*</title></rect>"
