@@ -90,7 +90,9 @@ class EntityRenderer(SpanRenderer):
         return [Drawn(e, caption(e, n), self.color(e.label), n) for n, e in enumerate(entities, start=1)]
 
     def render_doc(self, doc: Doc, drawn: List[Drawn], title: Optional[str] = None) -> str:
-        """One document's markup (a displaCy ``spans`` div), with an escaped title."""
+        """One document's markup (a displaCy ``spans`` div, in its language's direction: right to left
+        for Arabic, Hebrew, ...), with an escaped title."""
+        self.direction = doc.vocab.writing_system.get("direction", "ltr")
         place_in_rows(drawn, doc)
         markup = "".join(self._token_markup(token, over) for token, over in zip(doc, _drawn_over_each_token(drawn, len(doc))))
         markup = TPL_SPANS.format(content=markup or "<em>(empty document)</em>", dir=self.direction)

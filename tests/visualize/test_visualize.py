@@ -97,6 +97,16 @@ def test_jupyter_gets_a_display_object(monkeypatch):
     assert shown and "SYM #4" in shown[0].data
 
 
+def test_right_to_left_text_is_drawn_right_to_left_as_displacy_draws_it():
+    """An Arabic doc's words in its writing direction (spaCy's ``writing_system``), each doc its own."""
+    arabic = spacy.blank("ar")("تناولت الأسبرين وأصبت بصداع شديد")
+    set_entities(arabic, [("DRUG", (1,), None), ("ADR", (3, 4), None)])
+    english = spacy.blank("en")("She took aspirin .")
+    set_entities(english, [("DRUG", (2,), None)])
+    page = render_entities([arabic, english], jupyter=False)
+    assert re.findall(r'class="spans" style="[^"]*direction: (\w+)', page) == ["rtl", "ltr"]
+
+
 def test_grid_shades_cells_by_probability_and_outlines_gold():
     words = ["pain", "in", "knees", "and", "ankles"]
     labels = ["SYM"]
