@@ -58,24 +58,31 @@ class Summary:
 
 
 class ResumableFile:
-    """An append-only file that a resumed run cuts back to its size at the last checkpoint."""
+    """An append-only file that a resumed run cuts back to its size at the last checkpoint, opened
+    at its first line or checkpoint (a run that fails before either, loading its pipeline, leaves none)."""
 
     def __init__(self, path: Path, size_at_checkpoint: Optional[int]):
-        self.path = path
-        self._file: BinaryIO = open(path, "wb" if size_at_checkpoint is None else "ab")
-        if size_at_checkpoint is not None:
-            self._file.truncate(size_at_checkpoint)
+        self.path, self._size_at_checkpoint = path, size_at_checkpoint
+        self._file: Optional[BinaryIO] = None
+
+    def _opened(self) -> BinaryIO:
+        if self._file is None:
+            self._file = open(self.path, "wb" if self._size_at_checkpoint is None else "ab")
+            if self._size_at_checkpoint is not None:
+                self._file.truncate(self._size_at_checkpoint)
+        return self._file
 
     def write_line(self, value: Dict[str, Any]) -> None:
-        self._file.write((json.dumps(value, ensure_ascii=False, default=str) + "\n").encode("utf8"))
+        self._opened().write((json.dumps(value, ensure_ascii=False, default=str) + "\n").encode("utf8"))
 
     def flush(self) -> int:
         """Make what is written durable; its size, for the checkpoint."""
-        self._file.flush()
-        return self._file.tell()
+        self._opened().flush()
+        return self._opened().tell()
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 # ---------------------------------------------------------------- writers, one per output kind

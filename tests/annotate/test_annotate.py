@@ -122,6 +122,13 @@ def test_an_errors_file_only_where_something_was_skipped(tmp_path, model):
     assert [e["source"] for e in records_of(tmp_path / "bad.jsonl.errors.jsonl")] == [f"{tmp_path / 'bad.txt'}:2"]
 
 
+def test_a_pipeline_that_does_not_load_leaves_no_file_behind(tmp_path):
+    source = write(tmp_path, "docs.txt", "\n".join(TEXTS) + "\n")
+    result = cli("annotate", tmp_path / "no-such-model", source, tmp_path / "out.jsonl", code=1)
+    assert "no-such-model" in result.stderr
+    assert [path.name for path in tmp_path.iterdir()] == ["docs.txt"]  # an empty errors .partial was left
+
+
 def test_a_directory_without_doc_per_file_names_the_option(tmp_path, model):
     write(tmp_path / "notes", "visit1.txt", ODD)
     result = cli("annotate", model, tmp_path / "notes", tmp_path / "out.jsonl", code=1)
