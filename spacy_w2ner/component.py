@@ -7,6 +7,7 @@ training, gold entities become grid targets and the loss a mean over the step's 
 (``model.objective``), and what training will grid is said at initialization
 (``model.training_plan``).
 """
+import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import srsly
@@ -32,7 +33,7 @@ from .model.predictions import segment_grids
 from .model.training_plan import TrainingPlan
 from .model.types import GridBatch, LinkThresholds
 from .nn.adam import ScaledOptimizer
-from .scorer import score_entities
+from .scorer import score_entities, unweighted_scores
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -245,6 +246,7 @@ class W2NER(ReleasingPipe, TrainablePipe):
             )
         if sample:  # no examples (labels given): nothing to check, and spaCy would call that invalid
             validate_get_examples(get_examples, f"{type(self).__name__}.initialize")
+        _warn_where_unweighted(nlp, self)
         self._grid_scorer.set_dim("nO", n_relations(len(self.labels)), force=True)
         self.model.initialize(X=[example.predicted for example in sample] or None)
         self.cfg.update(grid_scorer_dims(self.model))
@@ -369,6 +371,13 @@ class W2NER(ReleasingPipe, TrainablePipe):
     def _initialize_before_deserializing(self, cfg: dict, model_bytes: Callable[[], bytes]) -> None:
         """Build the torch module for the saved dims, so the inherited methods load its weights."""
         self.cfg.update(build_for_loading(self.model, cfg, model_bytes))
+
+
+def _warn_where_unweighted(nlp: Optional[Language], pipe: W2NER) -> None:
+    """Warn where spacy train would weigh none of the component's scores (``scorer.unweighted_scores``)."""
+    problem = None if nlp is None else unweighted_scores(nlp.config["training"].get("score_weights", {}), pipe.spans_key)
+    if problem is not None:
+        warnings.warn(f"'{pipe.name}': {problem}", stacklevel=3)
 
 
 def w2ner_components(nlp: Language) -> List[Tuple[str, "W2NER"]]:

@@ -15,7 +15,7 @@ Figures are 0.0 when there is no such entity, gold or predicted. Gold entities
 that cannot be aligned to the predicted tokenization count as missed, in the
 discontinuous and overlapping figures too (gold overlap is read on the gold tokens).
 """
-from typing import Any, Callable, Dict, Iterable, List, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from spacy.scorer import PRFScore
 from spacy.training import Example
@@ -58,6 +58,22 @@ def score_entities(
     for name in ("p", "r", "f", "per_type"):
         scores[f"spans_{spans_key}_{name}"] = scores[f"{spans_key}_{name}"]
     return scores
+
+
+SCORE_NAMES = ("p", "r", "f", "per_type", "discontinuous_f", "overlapping_f")  # each after "{spans_key}_"
+
+
+def unweighted_scores(weights: Dict[str, Any], spans_key: str) -> Optional[str]:
+    """What is wrong where ``[training.score_weights]`` weighs the factory's default names
+    (``w2ner_f``) and none of the names this component's scores have (another ``spans_key``):
+    spacy train's score would stay 0 and model-best would be chosen on nothing; None otherwise."""
+    weighted = {name for name, weight in weights.items() if weight}
+    ours = {f"{prefix}{spans_key}_{name}" for prefix in ("", "spans_") for name in SCORE_NAMES}
+    if spans_key == "w2ner" or weighted & ours or not {f"w2ner_{name}" for name in SCORE_NAMES} & weighted:
+        return None
+    return (f"[training.score_weights] weighs {', '.join(sorted(weighted))}, but this component writes doc.spans"
+            f"[{spans_key!r}] and its scores are {spans_key}_f, ...: spacy train's score would stay 0. Set "
+            f"[training.score_weights] {spans_key}_f = 1.0 and w2ner_f = null")  # fmt: skip
 
 
 @registry.scorers("spacy_w2ner.entity_scorer.v1")

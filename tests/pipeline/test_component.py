@@ -1,6 +1,7 @@
 """The w2ner component: registration, training, prediction, serialization, edge cases."""
 import json
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -284,7 +285,13 @@ def test_custom_spans_key_renames_scores():
     nlp = spacy.blank("en")
     nlp.add_pipe("w2ner", config={**SMALL_W2NER_CONFIG, "spans_key": "ents_all"})
     examples = make_examples(nlp, spans_key="ents_all")
-    train(nlp, examples, 3)
+    with pytest.warns(UserWarning, match=r"'w2ner': \[training.score_weights\] weighs w2ner_f, but this component .*"
+                                         r"spacy train's score would stay 0. Set \[training.score_weights\] ents_all_f = 1.0"):
+        train(nlp, examples, 3)
+    nlp.config["training"]["score_weights"] = {"ents_all_f": 1.0, "w2ner_f": None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nlp.initialize(lambda: examples)
     scores = nlp.evaluate(examples)
     assert "ents_all_f" in scores and "ents_all_discontinuous_f" in scores
     assert "ents_all" in nlp("New York .").spans
