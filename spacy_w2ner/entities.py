@@ -128,7 +128,8 @@ def get_entities(doc: Doc, spans_key: str = "w2ner") -> List[Entity]:
             raise ValueError(
                 f"Spans with id '{entity_id}' in doc.spans['{spans_key}'] of doc "
                 f"{_doc_excerpt(doc)} have different labels {sorted(labels)}: the fragments "
-                "of one entity must share its label"
+                "of one entity must share its label (a doc merged by Doc.from_docs keeps each part's "
+                "ids: merge the entities with set_entities, as docs/doc-contract.md shows)"
             )
         score = None if scores is None else float(min(scores[i] for i in members))
         entities.append(_make_entity(doc, labels.pop(), spans, score))
