@@ -393,7 +393,7 @@ def _convert_inputs(model: Model, wordpieces, is_train: bool):
     device (``nn.transfers``: its blocking copies made the host wait for every pass queued
     before); every layer's output asked for when they are averaged, and packed spans given
     their positions (``packing.py``)."""
-    device = model.shims[0]._hfmodel.transformer.device
+    device = torch_module(model.shims[0]).device
     kwargs = {"input_ids": to_device(wordpieces.input_ids, device), "attention_mask": to_device(wordpieces.attention_mask, device)}
     if wordpieces.token_type_ids is not None:
         kwargs["token_type_ids"] = to_device(wordpieces.token_type_ids, device)

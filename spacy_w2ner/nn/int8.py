@@ -69,7 +69,11 @@ def fewer_bits_warning(layer_names: Sequence[str]) -> Optional[str]:
 
 
 class Int8Linear(torch.ao.nn.quantized.dynamic.Linear):
-    """torch's dynamic int8 Linear whose activations use ``ACTIVATION_BITS`` (8 with VNNI)."""
+    """torch's dynamic int8 Linear whose activations use ``ACTIVATION_BITS`` (8 with VNNI).
+
+    Its forward is the parent's with ``reduce_range`` chosen: it reads the packed weights as the
+    parent does (``_packed_params``, which torch has no public name for; this class is the
+    package's one reader, and ``tests/nn/test_int8.py`` fails where a torch moves them)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         packed = self._packed_params._packed_params

@@ -23,6 +23,17 @@ def test_only_the_matched_linear_layers_become_int8():
     assert type(module.get_submodule("layer.intermediate")) is torch.nn.Linear
 
 
+def test_an_int8_layer_predicts_what_its_float_layer_does_to_int8_rounding():
+    """Its forward reads torch's packed weights (a private name): fails where a torch moves them."""
+    torch.manual_seed(0)
+    linear, inputs = torch.nn.Linear(32, 16), torch.randn(8, 32)
+    expected = linear(inputs).detach()
+    quantized = torch.nn.Sequential(linear)
+    int8.quantize_linear_layers(quantized, ["."])
+    assert isinstance(quantized[0], int8.Int8Linear)
+    assert (quantized(inputs) - expected).abs().max() < 0.05 * expected.abs().max()
+
+
 def _error_at(bits: int, monkeypatch) -> float:
     monkeypatch.setattr(int8, "ACTIVATION_BITS", bits)
     torch.manual_seed(1)
