@@ -21,7 +21,7 @@ from ..extras import connect_ray, require_ray_train
 from .checkpoints import checkpoints
 from .distributed import check_world_size
 from .loop import Outcome
-from .run import RunDirectory, RunError, check_corpora_exist, corpus_fingerprints, prepare_training
+from .run import RAY_STORAGE, RunDirectory, RunError, check_corpora_exist, corpus_fingerprints, prepare_training
 from .stop import StopRequests
 
 
@@ -97,7 +97,7 @@ def _trainer(payload: dict, workers: RayWorkers, run: RunDirectory):
         _worker,
         train_loop_config=payload,
         scaling_config=ScalingConfig(num_workers=workers.workers, use_gpu=workers.gpus_per_worker > 0, resources_per_worker=resources),
-        run_config=RunConfig(name="train", storage_path=str(run.path / "ray"), failure_config=FailureConfig(max_failures=0)),
+        run_config=RunConfig(name="train", storage_path=str(run.path / RAY_STORAGE), failure_config=FailureConfig(max_failures=0)),
     )
 
 

@@ -29,6 +29,7 @@ from .lock import LOCK_FILE, DirectoryInUse, DirectoryLock
 
 RUN_FILE = "run.json"
 STOP_FILE = "STOP"  # its appearance stops the run after the current step, with a checkpoint
+RAY_STORAGE = "ray"  # Ray Train's storage (train --ray-workers), which it fills before the run's record
 MODEL_BEST = "model-best"
 MODEL_LAST = "model-last"
 
@@ -93,8 +94,10 @@ class RunDirectory:
         self._lock.release(remove=record is None or bool(record.get("finished")))
 
     def holds_something_else(self) -> bool:
-        """Whether the directory holds files but no run's record (and this process's lock)."""
-        return self.record is None and self.path.is_dir() and any(p.name != LOCK_FILE for p in self.path.iterdir())
+        """Whether the directory holds files but no run's record (beside what a run makes before its
+        record: its lock, a stop request, Ray Train's storage)."""
+        made_before_the_record = {LOCK_FILE, STOP_FILE, RAY_STORAGE}
+        return self.record is None and self.path.is_dir() and any(p.name not in made_before_the_record for p in self.path.iterdir())
 
     @property
     def record(self) -> Optional[dict]:
@@ -114,7 +117,10 @@ class RunDirectory:
         self.write_record(record)
 
     def finish(self, **facts) -> None:
+        """The run ended: recorded, with the settings it went on with (a forced resume whose new
+        ``max_steps`` ended it while it replayed never reached ``count_resume``)."""
         record = self.record or {}
+        record.update(self.settings_at_resume or {})
         record.update(finished=True, **facts)
         self.write_record(record)
 

@@ -112,6 +112,26 @@ def test_a_forced_resume_that_cannot_replay_to_its_checkpoint_leaves_the_record_
     cli("train", *arguments)  # the original command goes on
     after = json.loads((run_dir / "run.json").read_text())
     assert after["finished"] and after["resumes"] == before["resumes"] + 1 and after["config"] == before["config"]
+    # a forced resume whose steps replay as trained goes on, and the record takes its settings
+    (run_dir / "run.json").write_text(json.dumps({**after, "finished": False}))
+    cli("train", *arguments, "--force-resume", "--training.dropout", "0.25")
+    forced = json.loads((run_dir / "run.json").read_text())
+    assert forced["finished"] and forced["resumes"] == after["resumes"] + 1 and "dropout = 0.25" in forced["config"]
+
+
+def test_a_fresh_directory_with_only_what_a_run_makes_before_its_record_starts_fresh(tmp_path):
+    """Ray Train fills OUTPUT/ray before a worker's run writes its record (a fresh --ray-workers run
+    was refused as "not empty"); the lock and a stop request are the run's own too."""
+    from spacy_w2ner.training.run import RunDirectory, prepare_training
+
+    run = RunDirectory(tmp_path / "run")
+    (run.path / "ray" / "train").mkdir(parents=True)
+    (run.path / "ray" / "train" / ".validate_storage_marker").write_text("")
+    (run.path / "STOP").touch()
+    assert prepare_training(run, None, {}, resume=False, force_resume=False, say=print) is None
+    (run.path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="is not empty and holds no run"):
+        prepare_training(run, None, {}, resume=False, force_resume=False, say=print)
 
 
 def test_an_output_directory_with_another_run_is_refused(uninterrupted, corpus, tmp_path):
