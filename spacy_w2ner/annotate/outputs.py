@@ -11,6 +11,7 @@ many inputs, and the files get their own names only when the run completes.
 ``write_in_order`` drives a run with a progress bar.
 """
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -70,6 +71,7 @@ class ResumableFile:
             self._file = open(self.path, "wb" if self._size_at_checkpoint is None else "ab")
             if self._size_at_checkpoint is not None:
                 self._file.truncate(self._size_at_checkpoint)
+                self._file.seek(0, os.SEEK_END)  # else tell() says the size before the cut
         return self._file
 
     def write_line(self, value: Dict[str, Any]) -> None:
@@ -319,6 +321,9 @@ class AnnotationRun:
         self.spans_key = spans_key
         self.output = None if self.kind == "stdout" else Path(output)
         self.errors = Path(errors) if errors else (None if self.output is None else _sibling(self.output, ".errors.jsonl"))
+        for path in (self.output, self.errors):
+            if path is not None and not path.absolute().parent.is_dir():
+                raise AnnotationError(f"{path}: {path.absolute().parent} is not a directory (nothing was written)")
         if self.output is not None and self.output.exists() and (self.kind != "brat" or any(self.output.iterdir())):
             raise AnnotationError(f"{self.output} exists: remove it or write elsewhere (a finished run is not redone)")
         self._checkpoint_seconds = checkpoint_seconds

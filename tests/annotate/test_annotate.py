@@ -129,6 +129,34 @@ def test_a_pipeline_that_does_not_load_leaves_no_file_behind(tmp_path):
     assert [path.name for path in tmp_path.iterdir()] == ["docs.txt"]  # an empty errors .partial was left
 
 
+def test_an_errors_path_under_no_directory_is_named_before_the_pipeline_loads(tmp_path):
+    source = write(tmp_path, "docs.txt", "\n".join(TEXTS) + "\n")
+    errors = tmp_path / "no-dir" / "errors.jsonl"
+    result = cli("annotate", tmp_path / "no-such-model", source, tmp_path / "out.jsonl", "--errors", errors, code=1)
+    assert result.stderr.strip() == f"error: {errors}: {errors.parent} is not a directory (nothing was written)"
+    assert [path.name for path in tmp_path.iterdir()] == ["docs.txt"]
+
+
+def test_a_run_resumed_twice_cuts_its_files_back_to_the_checkpoints_sizes(tmp_path):
+    """A checkpoint right after a resume (nothing written since) recorded the size before the cut,
+    and the next resume padded the file with NUL bytes up to it."""
+    from spacy_w2ner.annotate.outputs import ResumableFile
+
+    path = tmp_path / "errors.jsonl.partial"
+    first = ResumableFile(path, None)
+    first.write_line({"i": 0})
+    at_checkpoint = first.flush()
+    first.write_line({"i": "after the checkpoint, lost to the kill"})
+    first.close()
+    resumed = ResumableFile(path, at_checkpoint)
+    assert resumed.flush() == at_checkpoint  # checkpointed again before any new line
+    resumed.close()
+    again = ResumableFile(path, at_checkpoint)
+    again.write_line({"i": 1})
+    again.close()
+    assert path.read_bytes() == b'{"i": 0}\n{"i": 1}\n'
+
+
 def test_a_directory_without_doc_per_file_names_the_option(tmp_path, model):
     write(tmp_path / "notes", "visit1.txt", ODD)
     result = cli("annotate", model, tmp_path / "notes", tmp_path / "out.jsonl", code=1)
