@@ -7,6 +7,7 @@ training, gold entities become grid targets and the loss a mean over the step's 
 (``model.objective``), and what training will grid is said at initialization
 (``model.training_plan``).
 """
+import contextlib
 import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -232,23 +233,23 @@ class W2NER(ReleasingPipe, TrainablePipe):
         """
         if not callable(get_examples):
             raise TypeError(f"'{self.name}'.initialize needs a callable get_examples")
-        drop_grid_network(self._grid_scorer)  # initializing again starts over, new labels allowed
-        if labels is not None:
-            for label in labels:
-                self.add_label(label)
-        plan = TrainingPlan.of(self.model)
-        sample = _labels_and_sample(get_examples, self, read_labels=labels is None, plan=plan)
-        if not self.labels:
-            raise ValueError(
-                f"Cannot initialize '{self.name}': it has no labels. Provide training "
-                f"examples with entities in doc.spans['{self.spans_key}'], or the labels "
-                f"([initialize.components.{self.name}.labels], e.g. from `spacy init labels`)."
-            )
-        if sample:  # no examples (labels given): nothing to check, and spaCy would call that invalid
-            validate_get_examples(get_examples, f"{type(self).__name__}.initialize")
-        _warn_where_unweighted(nlp, self)
-        self._grid_scorer.set_dim("nO", n_relations(len(self.labels)), force=True)
-        self.model.initialize(X=[example.predicted for example in sample] or None)
+        with _put_back_if_failing(self):  # initializing again starts over, new labels allowed
+            if labels is not None:
+                for label in labels:
+                    self.add_label(label)
+            plan = TrainingPlan.of(self.model)
+            sample = _labels_and_sample(get_examples, self, read_labels=labels is None, plan=plan)
+            if not self.labels:
+                raise ValueError(
+                    f"Cannot initialize '{self.name}': it has no labels. Provide training "
+                    f"examples with entities in doc.spans['{self.spans_key}'], or the labels "
+                    f"([initialize.components.{self.name}.labels], e.g. from `spacy init labels`)."
+                )
+            if sample:  # no examples (labels given): nothing to check, and spaCy would call that invalid
+                validate_get_examples(get_examples, f"{type(self).__name__}.initialize")
+            _warn_where_unweighted(nlp, self)
+            self._grid_scorer.set_dim("nO", n_relations(len(self.labels)), force=True)
+            self.model.initialize(X=[example.predicted for example in sample] or None)
         self.cfg.update(grid_scorer_dims(self.model))
         if plan.documents:  # kept, logged, and checked against the memory there is (``model.training_plan``)
             self.training_plan = plan.said(self.model, self.name)
@@ -373,9 +374,30 @@ class W2NER(ReleasingPipe, TrainablePipe):
         self.cfg.update(build_for_loading(self.model, cfg, model_bytes))
 
 
+@contextlib.contextmanager
+def _put_back_if_failing(pipe: W2NER):
+    """Initializing again drops the trained grid network (so that new labels may come); where it
+    fails before a new one is built, the labels and the network are put back: the pipe predicts as before."""
+    grid_scorer = pipe._grid_scorer
+    labels, layers = list(pipe.cfg["labels"]), list(grid_scorer.layers)
+    n_relations_before = grid_scorer.get_dim("nO") if grid_scorer.has_dim("nO") is True else None
+    drop_grid_network(grid_scorer)
+    try:
+        yield
+    except BaseException:
+        if layers and not grid_scorer.layers:
+            pipe.cfg["labels"] = labels
+            grid_scorer.layers.extend(layers)
+            grid_scorer.set_dim("nO", n_relations_before, force=True)
+        raise
+
+
 def _warn_where_unweighted(nlp: Optional[Language], pipe: W2NER) -> None:
     """Warn where spacy train would weigh none of the component's scores (``scorer.unweighted_scores``)."""
-    problem = None if nlp is None else unweighted_scores(nlp.config["training"].get("score_weights", {}), pipe.spans_key)
+    if nlp is None:
+        return
+    keys = [other.spans_key for _, other in w2ner_components(nlp)]
+    problem = unweighted_scores(nlp.config["training"].get("score_weights", {}), pipe.spans_key, keys)
     if problem is not None:
         warnings.warn(f"'{pipe.name}': {problem}", stacklevel=3)
 

@@ -63,13 +63,15 @@ def score_entities(
 SCORE_NAMES = ("p", "r", "f", "per_type", "discontinuous_f", "overlapping_f")  # each after "{spans_key}_"
 
 
-def unweighted_scores(weights: Dict[str, Any], spans_key: str) -> Optional[str]:
+def unweighted_scores(weights: Dict[str, Any], spans_key: str, pipeline_keys: Iterable[str] = ()) -> Optional[str]:
     """What is wrong where ``[training.score_weights]`` weighs the factory's default names
-    (``w2ner_f``) and none of the names this component's scores have (another ``spans_key``):
-    spacy train's score would stay 0 and model-best would be chosen on nothing; None otherwise."""
+    (``w2ner_f``) and none of the names the scores of this component (another ``spans_key``) or of
+    the pipeline's other w2ner components (``pipeline_keys``) have: spacy train's score would stay
+    0 and model-best would be chosen on nothing; None otherwise."""
+    keys = {spans_key, *pipeline_keys}
     weighted = {name for name, weight in weights.items() if weight}
-    ours = {f"{prefix}{spans_key}_{name}" for prefix in ("", "spans_") for name in SCORE_NAMES}
-    if spans_key == "w2ner" or weighted & ours or not {f"w2ner_{name}" for name in SCORE_NAMES} & weighted:
+    ours = {f"{prefix}{key}_{name}" for key in keys for prefix in ("", "spans_") for name in SCORE_NAMES}
+    if "w2ner" in keys or weighted & ours or not {f"w2ner_{name}" for name in SCORE_NAMES} & weighted:
         return None
     return (f"[training.score_weights] weighs {', '.join(sorted(weighted))}, but this component writes doc.spans"
             f"[{spans_key!r}] and its scores are {spans_key}_f, ...: spacy train's score would stay 0. Set "

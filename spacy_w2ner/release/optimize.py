@@ -197,7 +197,8 @@ def _check_paths(source: Path, output: Path, force: bool) -> None:
         raise OptimizeError(f"{output} is the pipeline being optimized: give another directory")
     if output.resolve() in source.resolve().parents:
         raise OptimizeError(f"{output} holds the pipeline being optimized ({source}): give another directory")
-    if output.exists() and not (output.is_dir() and (not any(output.iterdir()) or (output / "config.cfg").is_file())):
+    is_pipeline = (output / "config.cfg").is_file() and (output / "meta.json").is_file()  # what spacy.load reads
+    if output.exists() and not (output.is_dir() and (not any(output.iterdir()) or is_pipeline)):
         raise OptimizeError(f"{output} is not a saved pipeline: --force replaces only a pipeline or an empty "
                             "directory (nothing was written)")  # fmt: skip
     if not output.parent.is_dir():

@@ -251,6 +251,18 @@ def test_initializing_again_starts_over_with_fresh_weights_and_new_labels(traine
     nlp("Zocor made me dizzy .")  # the fresh network predicts for the five labels
 
 
+def test_an_initialize_that_fails_leaves_the_trained_pipe_as_it_was(trained_nlp):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    nlp.from_bytes(trained_nlp.to_bytes())
+    before = predictions(nlp, TEXTS)
+    new_label = [("Zocor made me dizzy .", [("DRUG", (0,)), ("DIZZY", (3,))])]
+    with pytest.raises(AttributeError):  # docs where examples belong: fails after the new label was read
+        nlp.initialize(lambda: make_examples(nlp, new_label) + [nlp.make_doc("not an example")])
+    assert nlp.get_pipe("w2ner").labels == trained_nlp.get_pipe("w2ner").labels
+    assert predictions(nlp, TEXTS) == before
+
+
 def test_score_reads_a_generator_of_examples_as_a_list(trained_nlp):
     examples = make_examples(trained_nlp)
     for example in examples:
@@ -292,6 +304,16 @@ def test_custom_spans_key_renames_scores():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nlp.initialize(lambda: examples)
+    # beside a w2ner component on "w2ner", w2ner_f is that one's score: spacy train's score is not 0
+    two = spacy.blank("en")
+    two.add_pipe("w2ner", config=SMALL_W2NER_CONFIG)
+    two.add_pipe("w2ner", name="drugs", config={**SMALL_W2NER_CONFIG, "spans_key": "drugs"})
+    examples = make_examples(two)
+    for example in examples:
+        example.reference.spans["drugs"] = list(example.reference.spans["w2ner"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        two.initialize(lambda: examples)
     scores = nlp.evaluate(examples)
     assert "ents_all_f" in scores and "ents_all_discontinuous_f" in scores
     assert "ents_all" in nlp("New York .").spans

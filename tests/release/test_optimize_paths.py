@@ -33,3 +33,6 @@ def test_force_replaces_only_a_pipeline_or_an_empty_directory(run):
     (run / "other").mkdir()
     (run / "other" / "data.txt").write_text("kept")
     refused(run / "model-best", run / "other", says="is not a saved pipeline: --force replaces only")
+    (run / "project").mkdir()  # spacy init config's layout: a config.cfg, no pipeline
+    (run / "project" / "config.cfg").write_text("[nlp]\n")
+    refused(run / "model-best", run / "project", says="is not a saved pipeline: --force replaces only")
