@@ -84,7 +84,7 @@ def _prepare(run: RunDirectory, config, resume: bool, force_resume: bool, world_
     corpora = corpus_fingerprints(config)
     checkpoint = prepare_training(run, config, corpora, resume or force_resume, force_resume, say)
     check_world_size(checkpoint, world_size, force_resume, say)
-    run.settings_at_resume = start_training(run, config, corpora, checkpoint)
+    start_training(run, config, corpora, checkpoint)
     return checkpoint
 
 

@@ -201,7 +201,7 @@ class _Session:
             if checkpoint.threads_differ():
                 self.say(checkpoint.threads_differ())
             if self.cluster.is_main:
-                self.run.count_resume(self.run.settings_at_resume)
+                self.run.count_resume()
             self.say(f"Resumed at step {info['step'] + 1}, epoch {info['epoch']}")
             getattr(self.log_step, "resumed", lambda step: None)(info["step"] + 1)  # the progress line's count
         return True

@@ -108,11 +108,11 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path / self.kind.record_file, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
 
-    def count_resume(self, settings: Optional[dict] = None) -> None:
+    def count_resume(self) -> None:
         """One more resume, counted when the run has replayed to its checkpoint (a process killed or
-        failing before that did not resume), with the ``settings`` it goes on with (``start_training``)."""
+        failing before that did not resume), with the settings it goes on with (``start_training``)."""
         record = self.record or {}
-        record.update(settings or {})
+        record.update(self.settings_at_resume or {})
         record["resumes"] = record.get("resumes", 0) + 1
         self.write_record(record)
 
@@ -176,15 +176,16 @@ def prepare_training(
     return run.newest_checkpoint(say)
 
 
-def start_training(run: RunDirectory, config: Config, corpora: Dict[str, str], checkpoint: Optional[Checkpoint]) -> dict:
+def start_training(run: RunDirectory, config: Config, corpora: Dict[str, str], checkpoint: Optional[Checkpoint]) -> None:
     """The run's settings: a fresh run's recorded now; a resumed run's (those a forced resume goes on
-    with) returned, recorded by ``count_resume`` once it has replayed to its checkpoint, so that a
-    forced resume that cannot get there (another corpus or batch size) leaves the record to the
+    with) kept on ``run``, recorded by ``count_resume`` once it has replayed to its checkpoint, so that
+    a forced resume that cannot get there (another corpus or batch size) leaves the record to the
     checkpoints' settings, which a plain ``--resume`` then continues."""
     settings = {"config": config.to_str(), "corpora": corpora, "finished": False}
     if checkpoint is None:
         run.write_record({"resumes": 0, **settings})
-    return settings
+    else:
+        run.settings_at_resume = settings
 
 
 def _ended_before_its_first_checkpoint(run: RunDirectory, record: dict) -> bool:
