@@ -5,9 +5,11 @@ A module of its own so that importing ``shim`` does not import spacy-transformer
 that the classes pickle by name (``spacy_w2ner.nn.hf_shim.FusedHFShim``, ``Int8HFShim``).
 """
 import io
+import pickletools
+import re
 import warnings
 import zipfile
-from typing import Tuple
+from typing import List, Tuple
 
 import srsly
 
@@ -49,20 +51,25 @@ class Int8HFShim(FusedHFShim):
     """An HFShim whose encoder has int8 Linear layers (those ``int8_layers`` matches).
 
     The saved state is the int8 one (about a quarter of the float32 size for those layers):
-    ``from_bytes`` builds the encoder from its config, makes the same layers int8, then loads
-    the state. An encoder set from float32 weights (a new pipeline) is made int8 before it
-    first predicts or is saved. CPU only; it does not train (``INT8_CANNOT_TRAIN``).
+    ``from_bytes`` builds the encoder from its config, makes the layers the state holds as int8
+    int8, loads the state, then makes int8 any more layers ``int8_layers`` matches (a config
+    edited by hand); a state whose int8 layers ``int8_layers`` does not match is refused, since
+    int8 weights cannot become float32 again. An encoder set from float32 weights (a new
+    pipeline) is made int8 before it first predicts or is saved. CPU only; it does not train
+    (``INT8_CANNOT_TRAIN``).
     """
 
     int8_layers: Tuple[str, ...] = ()  # set per shim by ChunkedTransformerModel.v2
-    _loading_int8_state = False
+    _saved_int8_layers: Tuple[str, ...] = ()  # while from_bytes loads a state: its int8 layers
 
     @property
     def model_cls(self):
-        """The encoder class ``HFShim.from_bytes`` builds from the saved config: made int8
-        before the state is loaded when the saved state is int8."""
+        """The encoder class ``HFShim.from_bytes`` builds from the saved config: with the
+        saved state's int8 layers made int8 before the state is loaded."""
         base = self.__dict__.get("model_cls", AutoModel)
-        return _Int8Builder(base, self.int8_layers) if self._loading_int8_state else base
+        if not self._saved_int8_layers:
+            return base
+        return _Int8Builder(base, [f"^{re.escape(name)}$" for name in self._saved_int8_layers])
 
     @model_cls.setter
     def model_cls(self, value) -> None:
@@ -75,10 +82,9 @@ class Int8HFShim(FusedHFShim):
         module = torch_module(self)
         if module is None or module is self._int8_model:
             return
-        if not int8_layer_names(module):
-            if next(module.parameters()).device.type != "cpu":
-                raise ValueError("int8 layers run on a CPU only: use the float32 pipeline on a GPU")
-            quantize_linear_layers(module, self.int8_layers)
+        if next(module.parameters()).device.type != "cpu":
+            raise ValueError("int8 layers run on a CPU only: use the float32 pipeline on a GPU")
+        quantize_linear_layers(module, self.int8_layers)  # the float Linear layers matched
         warning = fewer_bits_warning(int8_layer_names(module))
         if warning:
             warnings.warn(warning, stacklevel=2)
@@ -96,33 +102,46 @@ class Int8HFShim(FusedHFShim):
         return super().to_bytes()
 
     def from_bytes(self, bytes_data):
-        self._loading_int8_state = saved_state_is_int8(bytes_data)
+        saved = saved_int8_layers(bytes_data)
+        unmatched = [name for name in saved if not any(re.search(p, name) for p in self.int8_layers)]
+        if unmatched:
+            raise ValueError(
+                f"this pipeline's saved encoder has {len(saved)} int8 layers, and its config's int8_layers "
+                f"{list(self.int8_layers)} do not match {len(unmatched)} of them (e.g. {unmatched[0]}): int8 "
+                "weights cannot become float32 again; put int8_layers back as 'optimize' wrote it, or optimize "
+                "the float32 pipeline with the layers you want ('python -m spacy_w2ner optimize --int8 ...')"
+            )
+        self._saved_int8_layers = tuple(saved)
         try:
             with warnings.catch_warnings():  # torch.load's notice about the quantized tensors' storage
                 warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
                 shim = super().from_bytes(bytes_data)
         finally:
-            self._loading_int8_state = False
-        self.make_int8()  # a float32 state (a config edited by hand) is made int8 after loading
+            self._saved_int8_layers = ()
+        self.make_int8()  # float32 layers the config matches (a config edited by hand) become int8 now
         return shim
 
 
-def saved_state_is_int8(bytes_data: bytes) -> bool:
-    """Whether an HFShim's serialized state holds int8 (packed) Linear layers: read from the
-    pickle of ``torch.save``'s archive, without loading the tensors."""
+PACKED_WEIGHTS = "._packed_params._packed_params"  # an int8 Linear layer's key suffix in a state dict
+
+
+def saved_int8_layers(bytes_data: bytes) -> List[str]:
+    """The names of the int8 (packed) Linear layers in an HFShim's serialized state: the state
+    dict's keys read from the pickle of ``torch.save``'s archive, without loading the tensors."""
     state = srsly.msgpack_loads(bytes_data).get("state") or b""
     try:
         with zipfile.ZipFile(io.BytesIO(state)) as archive:
-            pickles = [name for name in archive.namelist() if name.endswith("data.pkl")]
-            return any(b"_packed_params" in archive.read(name) for name in pickles)
+            pickles = [archive.read(name) for name in archive.namelist() if name.endswith("data.pkl")]
     except zipfile.BadZipFile:
-        return False
+        return []
+    keys = (arg for data in pickles for _, arg, _ in pickletools.genops(data) if isinstance(arg, str))
+    return [key[: -len(PACKED_WEIGHTS)] for key in keys if key.endswith(PACKED_WEIGHTS)]
 
 
 class _Int8Builder:
     """Stands in for ``AutoModel`` in ``HFShim.from_bytes``: builds the encoder, then makes it int8."""
 
-    def __init__(self, model_cls, patterns: Tuple[str, ...]):
+    def __init__(self, model_cls, patterns: List[str]):
         self.model_cls = model_cls
         self.patterns = patterns
 
