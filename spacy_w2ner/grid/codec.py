@@ -138,8 +138,8 @@ def decode_grid(
     max_paths_per_edge: at most this many NNW paths are read for one THW cell.
     max_paths_per_word: at most ``max_paths_per_word * n`` paths are read for the
         whole grid (THW cells in (tail, head) order), so a degenerate grid with
-        thousands of THW cells stays cheap. THW cells left unread, or cut at the
-        per-cell cap, are counted in ``truncated_edges``.
+        thousands of THW cells stays cheap. THW cells with a path left unread, or cut
+        at the per-cell cap, are counted in ``truncated_edges``.
     best_path_only: one entity per THW cell, the path of the highest score (the first, in
         lexicographic order, of equals) among those read, instead of every path.
     """
@@ -160,7 +160,7 @@ def decode_grid(
     truncated = 0
     for k, (tail, head) in enumerate(zip(tails.tolist(), heads.tolist())):
         if len(found) >= budget:
-            truncated += len(tails) - k
+            truncated += _cells_with_a_path(tails[k:], heads[k:], reach)
             break
         if tail == head:
             found.append((int(labels[k]), (head,)))
@@ -174,6 +174,15 @@ def decode_grid(
     scores = _path_scores(confidences, [path for _, path in found])
     entities = [Entity(label, path, score) for (label, path), score in zip(found, scores)]
     return DecodeResult(_best_per_cell(entities) if best_path_only else entities, truncated)
+
+
+def _cells_with_a_path(tails: np.ndarray, heads: np.ndarray, reach: Optional[np.ndarray]) -> int:
+    """How many of these THW cells an NNW path closes (each would give an entity): a cell
+    without one gives none, so leaving it unread loses nothing."""
+    closed = tails == heads
+    if reach is not None:
+        closed |= reach[heads, tails]
+    return int(closed.sum())
 
 
 def _best_per_cell(entities: List[Entity]) -> List[Entity]:

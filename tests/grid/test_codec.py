@@ -311,6 +311,17 @@ def test_grid_wide_path_budget_bounds_a_degenerate_grid():
     assert result.truncated_edges >= n_cells - len(read)
 
 
+def test_thw_cells_left_unread_count_as_truncated_only_where_a_path_closes_them():
+    """The budget ends after (0,), (0, 1), (1,); the THW cell (2, 1) has no NNW path 1 -> 2, so
+    leaving it unread loses no entity (it once counted, and the component warned of a cap)."""
+    grid = np.array([[THW_OFFSET, NNW, 0], [THW_OFFSET, THW_OFFSET, 0], [0, THW_OFFSET, 0]])
+    full, capped = decode_grid(grid), decode_grid(grid, max_paths_per_word=1)
+    assert [e.tokens for e in capped.entities] == [e.tokens for e in full.entities] == [(0,), (0, 1), (1,)]
+    assert (full.truncated_edges, capped.truncated_edges) == (0, 0)
+    grid[1, 2] = NNW  # now (2, 1) closes 1 -> 2: left unread, it is lost
+    assert decode_grid(grid, max_paths_per_word=1).truncated_edges == 1
+
+
 def test_vectorised_scores_match_each_path():
     rng = np.random.default_rng(0)
     grid = full_grid(9)
