@@ -392,6 +392,18 @@ def test_cpu_dropout_keeps_each_value_with_probability_1_minus_p_and_scales_it()
     assert torch.equal(Dropout(0.0).train()(ones), ones) and not Dropout(1.0).train()(ones).any()
 
 
+def test_cpu_dropout_in_bfloat16_keeps_and_scales_as_in_float32():
+    """bfloat16 draws (8 bits) kept 0.8984 of the values for p = 0.1: the mask is drawn in float32."""
+    from spacy_w2ner.nn.network import Dropout
+
+    torch.manual_seed(0)
+    dropped = Dropout(0.1).train()(torch.ones(2_000_000, dtype=torch.bfloat16))
+    assert dropped.dtype == torch.bfloat16
+    assert abs((dropped != 0).float().mean().item() - 0.9) < 0.0006  # 3 standard errors
+    kept = dropped[dropped != 0]
+    assert torch.equal(kept, torch.full_like(kept, 1 / 0.9))  # 1 / 0.9 as near as bfloat16 holds it
+
+
 def test_saved_bytes_per_cell_is_a_training_passs_in_either_mode():
     network = make_network(input_dropout=0.5, conv_dropout=0.5, output_dropout=0.5)
     in_training = saved_bytes_per_cell(network, INPUT_SIZE)
