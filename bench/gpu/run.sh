@@ -71,6 +71,13 @@ ACC_ARGS=${ACC_ARGS:-} REF_ARGS=${REF_ARGS:-}
 DATA=corpora/converted/cadec
 REF=${REF:-$ROOT/.reference/W2NER}
 PY=${PYTHON:-python3}
+# Checked before anything runs: a setting infer-speed skips would cost a GPU loan its measurement.
+for setting in $INFER_SETTINGS; do
+  set -- ${setting//:/ }
+  for option in "${@:3}"; do
+    case $option in g*|p*) ;; *) echo "INFER_SETTINGS: $setting: $option is neither gN nor pN (a list of pass settings starts with p: pinf/cginf)"; exit 2 ;; esac
+  done
+done
 mkdir -p "$RESULTS_DIR" "$WORK"
 RESULTS=$RESULTS_DIR/results.jsonl
 exec > >(tee -a "$RESULTS_DIR/log.txt") 2>&1
@@ -175,7 +182,6 @@ infer_speed() {  # the 150-step batch-12 models of train-speed
       case $option in
         g*) grid_padding=${option#g} ;;
         p*) pass_padding=${option#p} pass_padding=${pass_padding//\// } ;;  # p1.25/inf: both, in turn
-        *) echo "infer-speed: $setting: $option is neither gN nor pN"; continue 2 ;;
       esac
       name+="-${option//\//_}"
     done
