@@ -6,7 +6,9 @@ it was made from, on CADEC test, in one run (ratios count: these machines are no
         --output bench/results/cpu-optimize.json --results project/results/cadec-w2ner-int8.json
 
 MODEL is a trained transformer + w2ner pipeline (``spacy project run train-cadec``); the int8
-pipeline is made from it with ``python -m spacy_w2ner optimize`` (its default). --old-code is a
+pipeline is made from it as ``python -m spacy_w2ner optimize --int8 PRESET --force`` makes it
+(PRESET: --int8, by default this CPU's ``default_preset()``): int8 whatever it measures, since
+``optimize`` without --int8 may choose a bfloat16 candidate, which this script would call int8. --old-code is a
 checkout of 0.2.0 (``git worktree add /tmp/w2ner-0.2.0 51b98c0``): its float32 pipeline and
 encoder run as they did before this round's encoder passes (one padded pass per batch).
 
@@ -136,7 +138,7 @@ def main() -> None:
     parser.add_argument("corpus", type=Path, help="W2NER JSON test file (CADEC)")
     parser.add_argument("test", type=Path, help="The same test set as a DocBin (for spacy evaluate)")
     parser.add_argument("--old-code", type=Path, help="A checkout of 0.2.0 (the float32 baseline before this round)")
-    parser.add_argument("--int8", help="optimize's --int8 (default: its default)")
+    parser.add_argument("--int8", help="optimize's --int8 (default: this CPU's default preset)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", type=Path)
@@ -146,15 +148,15 @@ def main() -> None:
     args = parser.parse_args()
 
     from spacy_w2ner.annotate.options import AnnotateOptions
-    from spacy_w2ner.nn.int8 import int8_option
+    from spacy_w2ner.nn.int8 import default_preset, int8_option
     from spacy_w2ner.release.optimize import optimize_pipeline
 
     texts = [" ".join(r["sentence"]) for r in json.loads(args.corpus.read_text(encoding="utf8")) if r["sentence"]]
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         int8_model = work / "int8"
-        patterns = None if args.int8 is None else int8_option(args.int8)
-        report = None if args.no_int8 else optimize_pipeline(args.model, int8_model, patterns)
+        patterns = int8_option(args.int8 or default_preset())
+        report = None if args.no_int8 else optimize_pipeline(args.model, int8_model, patterns, force=True)
         jsonl = work / "test.jsonl"
         jsonl.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf8")
         batch = AnnotateOptions().batch_size  # annotate's default, as a user runs it
