@@ -5,8 +5,9 @@
 
 Every 10 s: documents written, VmRSS, and glibc's bytes in use (``mallinfo2``: uordblks +
 hblkhd) and heap size. A leak grows the bytes in use; a heap that keeps freed memory grows
-only the resident memory. ``--no-trim`` turns off ``release_freed_memory`` (w2ner's
-``malloc_trim`` after each batch) to compare.
+only the resident memory. ``--no-trim`` turns off every ``release_freed_memory`` (glibc's
+``malloc_trim`` after each batch, after each large encoder pass, every so many grid cells) to
+compare: ``memory.heap.malloc_trim`` says the C library has none.
 """
 import argparse
 import ctypes
@@ -41,10 +42,10 @@ def main() -> None:
     import spacy
 
     import spacy_w2ner.annotate as annotate_module
-    import spacy_w2ner.memory.batches as component_module
+    import spacy_w2ner.memory.heap as heap
 
     if args.no_trim:
-        component_module.release_freed_memory = lambda: None
+        heap.malloc_trim = lambda: None  # what every release_freed_memory asks for
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = MallInfo2
     nlp = spacy.load(args.model)
