@@ -121,6 +121,7 @@ def main() -> None:
             ratios[name] = round(by_length[longest]["seconds"] / by_length[shortest]["seconds"], 2)
     print(json.dumps(ratios))
     if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         with open(args.output, "w") as f:
             json.dump({"cases": rows, "ratios": ratios}, f, indent=2)
         plot_after_run("memory", long_doc=Path(args.output), output=Path(args.output).parent / "memory-by-length.png")
