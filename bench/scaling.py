@@ -390,16 +390,18 @@ def visualize(case: Case) -> Callable[[], None]:
     return lambda: (case.out / "errors.html").write_text(predicted_error_page(case.nlp, gold)[0], encoding="utf8")
 
 
-def show(case: Case) -> Callable[[], None]:
-    """The ``show --html`` command's work: the pipeline on the text, its entities drawn."""
+def show(case: Case, grid: bool = False) -> Callable[[], None]:
+    """The ``show --html`` command's work: the pipeline on the text, its entities drawn (``grid``:
+    and its sentences' grids, ``--grid``)."""
     from spacy_w2ner.visualize import show_page
 
     text = case.inputs["txt"].read_text(encoding="utf8").strip()
-    return lambda: (case.out / "show.html").write_text(show_page(case.nlp, list(case.nlp.pipe([text])), "w2ner"), encoding="utf8")
+    return lambda: (case.out / "show.html").write_text(show_page(case.nlp, list(case.nlp.pipe([text])), "w2ner", grid), encoding="utf8")
 
 
-def serve_request(case: Case) -> Callable[[], None]:
-    """One POST /annotate of the document to the local app (in this process, without a socket)."""
+def serve_request(case: Case, route: str = "/annotate") -> Callable[[], None]:
+    """One POST of the document to the local app's ``route`` (/annotate or /render, the page's
+    drawing; in this process, without a socket)."""
     from starlette.testclient import TestClient
 
     from spacy_w2ner.serve import ServeOptions, create_local_app
@@ -411,7 +413,7 @@ def serve_request(case: Case) -> Callable[[], None]:
     assert client.post("/annotate", json={"text": "warm up"}).status_code == 200
 
     def run() -> None:
-        answer = client.post("/annotate", json={"id": "long", "text": text})
+        answer = client.post(route, json={"id": "long", "text": text})
         assert answer.status_code == 200, answer.text[:500]
 
     return run
@@ -476,6 +478,7 @@ PATHS: Dict[str, Prepare] = {
     "export pubtator": export("pubtator", "pubtator", "out.pubtator", "--discontinuous", "split"),
     "export label-studio": export("label-studio", "label-studio", "out.json"),
     "export bioc": export("bioc", "bioc-xml", "out.xml"),
+    "export bioc (JSON)": export("bioc", "bioc-json", "out.json"),
     "export bioc (passages)": export("bioc", "bioc-passages", "out.xml", converted_with=("--doc-per", "passage")),  # the Docs of one document's passages
     "export w2ner-json": lambda case: cli("export", "w2ner-json", case.inputs["spacy"], case.out / "out.json"),
     "split": lambda case: cli("split", case.inputs["spacy"], case.out, "--every", "2"),
@@ -488,11 +491,18 @@ PATHS: Dict[str, Prepare] = {
 MODEL_PATHS: Dict[str, Prepare] = {
     "annotate txt": annotate("txt"),
     "annotate jsonl": annotate("jsonl"),
+    "annotate spacy": annotate("spacy"),
     "annotate directory": annotate("directory", doc_per_file=True),
     "annotate -> label-studio": annotate("jsonl", "out.json", output_format="label-studio"),
+    "annotate -> spacy": annotate("jsonl", "out.spacy", output_format="spacy"),
+    "annotate -> brat": annotate("jsonl", "brat", output_format="brat"),
+    "annotate -> bioc": annotate("jsonl", "out.xml", output_format="bioc"),
+    "annotate -> bioc (JSON)": annotate("jsonl", "out.json", output_format="bioc"),
     "visualize": visualize,
     "show --html": show,
+    "show --html --grid": lambda case: show(case, grid=True),
     "serve request": serve_request,
+    "serve render": lambda case: serve_request(case, "/render"),
     "label-studio-backend predict": label_studio_predict,
     # The network once over the gold document's words, its grids kept and decoded under each setting.
     "tune-decoding": lambda case: cli("tune-decoding", case.model, case.inputs["spacy"], "--nnw", "argmax,0.5", "--thw", "argmax", "--best-path-only", "false"),
@@ -602,7 +612,7 @@ MIN_OWN_WORK, MAX_DOUBLINGS = 1.0, 2
 COMMAND_PATHS: Dict[str, tuple] = {
     "convert": ("convert *",), "export": ("export *",), "split": ("split",), "filter": ("filter",),
     "train": ("initialize", "train step"), "adapt-encoder": ("adapt-encoder texts",), "annotate": ("annotate *",),
-    "show": ("show --html",), "visualize": ("visualize",), "serve": ("serve request",),
+    "show": ("show --html*",), "visualize": ("visualize",), "serve": ("serve request", "serve render"),
     # its corrections are read as convert reads Label Studio's tasks, and trained as train trains
     "label-studio-backend": ("label-studio-backend predict", "convert label-studio", "train step"),
     "tune-decoding": ("tune-decoding",),

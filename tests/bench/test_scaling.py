@@ -82,7 +82,7 @@ def test_the_guard_fails_a_path_that_sets_sentence_starts_token_by_token(pipelin
 def test_every_command_that_takes_a_document_has_a_path_that_times_it():
     """A command added to the CLI fails this until bench/scaling.py's ``COMMAND_PATHS`` names the
     paths that time its work on a document (or ``TAKES_NO_DOCUMENT`` says why it needs none); so
-    does a format that ``convert`` reads or ``export`` writes without a path."""
+    does a format that ``convert`` reads, ``export`` writes, or ``annotate`` reads or writes without a path."""
     from fnmatch import fnmatch
 
     from typer.main import get_command
@@ -94,5 +94,10 @@ def test_every_command_that_takes_a_document_has_a_path_that_times_it():
     assert not set(scaling.COMMAND_PATHS) & set(scaling.TAKES_NO_DOCUMENT)
     unmatched = [name for names in scaling.COMMAND_PATHS.values() for name in names if not any(fnmatch(path, name) for path in scaling.PATHS)]
     assert unmatched == []
-    for verb, formats in (("convert", FORMATS), ("export", [name for name, fmt in FORMATS.items() if fmt.write])):
+    from spacy_w2ner.annotate import INPUT_FORMATS
+    from spacy_w2ner.annotate.outputs import OUTPUT_FORMATS
+
+    writes = [f"{fmt}" for fmt in OUTPUT_FORMATS if fmt != "jsonl"]  # jsonl: every "annotate INPUT" path writes it
+    for verb, formats in (("convert", FORMATS), ("export", [name for name, fmt in FORMATS.items() if fmt.write]),
+                          ("annotate", INPUT_FORMATS), ("annotate ->", writes)):  # fmt: skip
         assert [fmt for fmt in formats if not any(path.split(" (")[0] == f"{verb} {fmt}" for path in scaling.PATHS)] == []
