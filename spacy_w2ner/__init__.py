@@ -35,8 +35,9 @@ Importing the package registers the ``w2ner`` factory, the ``spacy_w2ner.W2NER.v
 architecture, the ``spacy_w2ner.entity_scorer.v1`` scorer, the corpus readers
 (``spacy_w2ner.W2NERJsonCorpus.v1``, ``DaiCorpus.v1``, ``ConllCorpus.v1``, ``BmesCorpus.v1``,
 ``BratCorpus.v1``) and the encoder paths; the transformer layers register through entry points
-when a config names them. ``annotate``, ``annotate_dataset`` and ``load_pipeline`` are imported
-when first used.
+when a config names them. ``AnnotateOptions``, ``annotate_dataset`` and ``load_pipeline`` are
+imported when first used; the ``annotate`` function is ``spacy_w2ner.annotate.annotate`` (the
+name ``spacy_w2ner.annotate`` is its subpackage, which any import of it binds there).
 """
 from .component import W2NER, make_w2ner
 from .encoders.assets import bundled_encoder_path, encoder_path
@@ -46,11 +47,10 @@ from .formats import readers  # noqa: F401  (registers the corpus readers)
 from .model.architecture import build_w2ner_model
 from .scorer import score_entities
 
-__version__ = "0.3.0"
+__version__ = "0.4.0.dev0"  # the code after 0.3.0, not released (CHANGELOG: Unreleased)
 
 # Public names whose modules are imported when first used (they bring pydantic, tqdm, Ray).
 _LAZY = {
-    "annotate": "spacy_w2ner.annotate.dispatch",
     "AnnotateOptions": "spacy_w2ner.annotate.options",
     "annotate_dataset": "spacy_w2ner.annotate.ray",
     "load_pipeline": "spacy_w2ner.common",
@@ -69,7 +69,6 @@ __all__ = [
     "W2NER",
     "AnnotateOptions",
     "Entity",
-    "annotate",
     "annotate_dataset",
     "build_w2ner_model",
     "bundled_encoder_path",

@@ -189,7 +189,7 @@ def settings_reference() -> str:
     parts += [
         "## `annotate` options",
         "`AnnotateOptions`: the `annotate` command's flags (`--batch-size` for `batch_size`), "
-        "`spacy_w2ner.annotate(..., options)` and the Ray engine all take these.",
+        "`spacy_w2ner.annotate.annotate(..., options)` and the Ray engine all take these.",
         _options_table(AnnotateOptions),
         "## `serve` options",
         "`ServeOptions`: the `serve` command's flags, and `spacy_w2ner.serve.serve(model, ServeOptions(...))`.",

@@ -132,7 +132,7 @@ def test_the_package_imports_no_optional_integration():
 
 @pytest.mark.parametrize(
     "name",
-    ["get_entities", "set_entities", "Entity", "W2NER", "annotate", "annotate_dataset", "load_pipeline", "AnnotateOptions",
+    ["get_entities", "set_entities", "Entity", "W2NER", "annotate_dataset", "load_pipeline", "AnnotateOptions",
      "score_entities", "bundled_encoder_path", "encoder_path"],
 )  # fmt: skip
 def test_the_public_names_import_from_the_package(name):
@@ -140,6 +140,21 @@ def test_the_public_names_import_from_the_package(name):
 
     assert getattr(spacy_w2ner, name) is not None
     assert name in spacy_w2ner.__all__
+
+
+def test_every_public_name_is_what_it_names_after_the_lazy_imports():
+    """A lazy name whose module's import binds a subpackage of the same name over it (``annotate``
+    once gave the function, then the module: 'module' object is not callable) fails this."""
+    code = (
+        "import inspect, spacy_w2ner\n"
+        "first = {name: getattr(spacy_w2ner, name) for name in spacy_w2ner.__all__}\n"
+        "changed = [n for n in spacy_w2ner.__all__ if getattr(spacy_w2ner, n) is not first[n] or inspect.ismodule(first[n])]\n"
+        "import spacy_w2ner.annotate\n"
+        "print(changed, callable(spacy_w2ner.annotate.annotate))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "True"]
 
 
 def test_an_unknown_name_is_an_attribute_error():
