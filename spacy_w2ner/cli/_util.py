@@ -10,7 +10,8 @@ import typer
 from ..common import cli_fields
 from ..messages import missing_spans_key
 
-app = typer.Typer(help="spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy", no_args_is_help=True)
+app = typer.Typer(help="spacy-w2ner: unified (flat, nested, discontinuous) NER for spaCy", no_args_is_help=True,
+                  rich_markup_mode=None)  # help texts as written: "the [ray] extra" is no markup
 
 PROGRESS_EVERY = 1000
 

@@ -317,3 +317,9 @@ def test_convert_of_the_current_directory_names_the_file_after_it(tmp_path, monk
     monkeypatch.chdir(tmp_path / "notes")
     cli("convert", "brat", ".", tmp_path / "out")
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.spacy"]
+
+
+def test_help_prints_the_help_texts_as_written():
+    """Rich markup once ate "[ray]" and "[label-studio]" from --help (docs/cli.md kept them)."""
+    assert "(the [ray] extra)" in " ".join(cli("train", "--help").stdout.split())
+    assert "Needs the [label-studio] extra." in " ".join(cli("label-studio-backend", "--help").stdout.split())
