@@ -10,8 +10,8 @@ Every refusal is a JSON ``{"error": ...}`` that names the problem, with a 4xx st
 (``requests.py``); a request that is not answered within ``timeout_s`` gets 504 and nothing of
 it; one the queue cannot take gets 503 with Retry-After; a client that goes away cancels what
 it asked for. A server error is a 500 with the error's type and message, never a traceback.
-With an API key (``--api-key`` or $SPACY_W2NER_API_KEY) every route but /health and /ready
-wants ``Authorization: Bearer KEY``. No request value names a file.
+With an API key (``--api-key`` or $SPACY_W2NER_API_KEY) every route but /health, /ready, the
+page and the API's schema (/, /docs, /openapi.json) wants ``Authorization: Bearer KEY``. No request value names a file.
 """
 import asyncio
 import hmac
