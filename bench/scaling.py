@@ -36,6 +36,7 @@ SIZES = (25_000, 50_000, 100_000, 200_000)
 SHAPES = ("line", "sentences")
 SENTENCE_LENGTH = 12  # tokens of a sentence, its full stop included (shape "sentences")
 ENTITY_EVERY = 24  # tokens from one entity's start to the next
+FAR_EVERY = 50  # tokens from one far-reaching discontinuous entity to the next (far_reaching_doc)
 WORDS = (
     "patient reported severe pain in knees and ankles after taking the tablets for two weeks with "
     "nausea dizziness muscle aches fatigue headache rash swelling cough fever insomnia anxiety"
@@ -90,6 +91,24 @@ def document(n_tokens: int, shape: str) -> Document:
         return not any(words[t] in (".", "Lipit", "or") for t in span) or tokens == (tokens[0],) and words[tokens[0]] == "Lipit"
 
     return Document(words, spaces, sorted({e for e in entities if fine(e[1])}, key=lambda e: e[1]))
+
+
+def far_reaching_doc(document: Document):
+    """The document's words with discontinuous entities of two words half the document apart (one
+    every ``FAR_EVERY`` words of its first half): each reaches over text, and sentences, as long
+    as the document, where the pieces of ``document``'s entities are a few words apart."""
+    import spacy
+    from spacy.tokens import Doc
+
+    from spacy_w2ner import set_entities
+
+    doc = Doc(spacy.blank("en").vocab, words=document.words, spaces=document.spaces)
+    half = len(doc) // 2
+    fine = [word not in (".", "Lipit", "or") for word in document.words]
+    entities = [("ADR", (t, t + half), None) for t in range(0, half, FAR_EVERY) if fine[t] and fine[t + half]]
+    set_entities(doc, entities, ids=[f"T{k + 1}" for k in range(len(entities))])
+    doc.user_data["w2ner_name"] = "long"
+    return doc
 
 
 def spacy_doc(document: Document, vocab, sentences: bool):
@@ -159,7 +178,7 @@ class Inputs:
     """The document in each format the paths read, each file written when first asked for
     (``inputs["brat"]``): a path prepares only what it reads."""
 
-    NAMES = {"brat": "brat", "bioc-xml": "long.xml", "bioc-json": "long.bioc.json", "pubtator": "long.pubtator",
+    NAMES = {"brat": "brat", "brat-far": "brat-far", "bioc-xml": "long.xml", "bioc-json": "long.bioc.json", "pubtator": "long.pubtator",
              "bioc-passages": "long.passages.xml", "bioc-document-annotations": "long.document-annotations.xml",
              "label-studio": "long.label-studio.json", "w2ner-json": "long.json", "conll": "long.conll", "bmes": "long.bmes",
              "dai": "long.dai.txt", "spacy": "long.spacy", "txt": "long.txt", "jsonl": "long.jsonl", "directory": "notes"}  # fmt: skip
@@ -198,6 +217,8 @@ class Inputs:
         text = self.document.text
         if key == "brat":
             formats.docs_to_brat([self.doc], path)
+        elif key == "brat-far":
+            formats.docs_to_brat([far_reaching_doc(self.document)], path)
         elif key == "bioc-xml" and self.shape == "sentences":  # a passage of <sentence>s holding their annotations
             write_bioc_sentences(self.doc, path)
         elif key in ("bioc-xml", "bioc-json"):
@@ -464,6 +485,7 @@ def adapt_texts(case: Case) -> Callable[[], None]:
 DOCUMENT_FORMATS = ("brat", "pubtator", "label-studio")
 PATHS: Dict[str, Prepare] = {
     "convert brat": convert("brat"),
+    "convert brat (far-reaching discontinuous)": convert("brat", "brat-far"),  # the text and sentences between the pieces
     "convert pubtator": convert("pubtator"),
     "convert label-studio": convert("label-studio", "", "--use", "predictions"),
     "convert bioc (XML)": convert("bioc", "bioc-xml"),

@@ -45,7 +45,7 @@ from spacy.attrs import IDX, NORM, SENT_START
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
-from ..entities import get_entities, set_entities
+from ..entities import Entity, get_entities, set_entities
 from ..messages import lone_surrogate
 from .base import (
     IGNORED_KEY,
@@ -106,18 +106,31 @@ def text_matches(doc_text: str, ranges: Sequence[Range], text: Optional[str]) ->
     """Whether ``text`` (None: no text to check) is the text at ``ranges`` of ``doc_text``: its
     pieces in order (as given, or by position) separated only by whitespace or ellipsis marks, or
     the text spanning all of them; whitespace runs match any whitespace run, whitespace at the
-    edges is not compared, and characters are compared composed (NFC)."""
+    edges is not compared, and characters are compared composed (NFC). Linear in the annotation's
+    text, not in the span of text its pieces reach over."""
     if text is None or not ranges:
         return True
     text = unicodedata.normalize("NFC", text).strip()
-    spanning = doc_text[min(s for s, _ in ranges) : max(e for _, e in ranges)]
-    if re.fullmatch(_alike(spanning), text):
+    if _words_are(doc_text, min(s for s, _ in ranges), max(e for _, e in ranges), text.split()):
         return True
     for order in (list(ranges), sorted(ranges)):
         pattern = _GAP.join(_alike(doc_text[start:end]) for start, end in order)
         if re.fullmatch(pattern, text):
             return True
     return False
+
+
+def _words_are(doc_text: str, start: int, end: int, words: List[str]) -> bool:
+    """Whether the words (whitespace-separated, composed) of ``doc_text[start:end]`` are ``words``,
+    read one at a time up to the first that differs: the text spanning a discontinuous
+    annotation's pieces may be most of the document (a pattern of it, compiled for each
+    annotation, made reading quadratic)."""
+    found = _WORD.finditer(doc_text, start, end)
+    for word in words:
+        match = next(found, None)
+        if match is None or unicodedata.normalize("NFC", match.group()) != word:
+            return False
+    return next(found, None) is None
 
 
 def _alike(piece: str) -> str:
@@ -404,16 +417,24 @@ def set_sentences(doc: Doc, parts: List[Tuple[int, bool]], sentencizer: bool, sp
             if guess and (part < 0 or parts[part][1]):
                 _mark(doc, is_start, i)
     is_start[0] = True
-    joined = 0
-    for entity in get_entities(doc, spans_key):
-        for i in range(entity.tokens[0] + 1, entity.tokens[-1] + 1):
-            joined += is_start[i]
-            is_start[i] = False
+    is_start = numpy.array(is_start)
+    inside = _inside_an_entity(len(doc), get_entities(doc, spans_key))
+    joined = int((is_start & inside).sum())
+    is_start &= ~inside
     # In one array operation: spaCy's token.is_sent_start setter checks the whole Doc each time.
     values = numpy.where(is_start, 1, -1).astype("int64").astype("uint64").reshape(-1, 1)
     doc.from_array([SENT_START], values)
     if joined:
         doc.user_data[SENTENCES_JOINED_KEY] = joined
+
+
+def _inside_an_entity(n_tokens: int, entities: Sequence[Entity]) -> numpy.ndarray:
+    """(n_tokens,) bool: the tokens after an entity's first and up to its last, in one pass over
+    the entities (not over each one's tokens: a discontinuous entity may reach across the document)."""
+    edges = numpy.zeros(n_tokens + 1, dtype="int64")
+    numpy.add.at(edges, [e.tokens[0] + 1 for e in entities], 1)
+    numpy.add.at(edges, [e.tokens[-1] + 1 for e in entities], -1)
+    return numpy.cumsum(edges[:-1]) > 0
 
 
 def _mark(doc: Doc, is_start: List[bool], i: int) -> None:
