@@ -6,10 +6,12 @@ by ``updated_at``, else ``created_at``, else its place; ``first``; ``all``: one 
 named ``TASK-ANNOTATION``), or from its predictions (``use="predictions"``); the annotation's id and
 annotator (``completed_by``) are kept with the Doc, and what is not read (other annotations,
 cancelled ones, the predictions, drafts) is counted. A ``labels`` result (a region: ``value.start``/
-``end`` into the text, its ``labels``) is an entity of each of its labels, its id the region's; how
-it becomes one is ``standoff``'s rule. A discontinuous entity is its regions joined by ``relation``
-results that have no label or the label ``fragment`` (``label_studio_config`` writes a labeling
-config with that relation); regions joined must share their label. Other relations, and results of
+``end`` into the text, its ``labels``) is an entity of each of its labels, its id the region's
+(``ID-LABEL`` for a region of several labels, and so the region of each label when written back);
+how it becomes one is ``standoff``'s rule. A discontinuous entity is its regions joined by
+``relation`` results that have no label or the label ``fragment`` (``label_studio_config`` writes
+a labeling config with that relation); regions joined must share their label (a relation between
+regions of several labels joins those of each label they share). Other relations, and results of
 other types (choices, text areas, regions of other objects), are listed and counted, not entities.
 A task with no annotation is no document: it is listed and counted (``NOT_A_DOCUMENT_KEY``), not
 converted. Regions may share an id (scripts that make imports often write ``0``), unless a
@@ -33,7 +35,7 @@ list, ``annotator``, ``annotation_id``); data whose text is under another key th
 (``text_key``, else the data's only string).
 """
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 from xml.sax.saxutils import quoteattr
 
 from spacy.tokens import Doc
@@ -157,7 +159,7 @@ def _when(item: Dict[str, Any]) -> str:
 def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_texts=frozenset()) -> Tuple[List[Mention], Dict[str, str]]:
     """The entities of one annotation's results: regions joined by fragment relations (a region of
     another of the task's texts, its ``to_name`` one of ``other_texts``, is listed, not read)."""
-    regions: List[Tuple[str, str, Tuple[int, int], Optional[str]]] = []  # (region id, label, range, text)
+    regions: List[Region] = []
     links: List[Tuple[str, str, List[str]]] = []
     names: Dict[str, str] = {}
     from_utf16 = _utf16_to_python(text)
@@ -167,7 +169,7 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_tex
         if kind == "labels" and isinstance(value, dict) and "start" in value and "end" in value and result.get("to_name") not in other_texts:
             edges = _region_range(value, text, from_utf16, where)
             for region_id, label in _labelled(result, k, where):
-                regions.append((region_id, label, edges, value.get("text")))
+                regions.append(Region(region_id, label, edges, value.get("text"), str(result.get("id") or f"#{k}"), k))
             names = {"from_name": result.get("from_name", "label"), "to_name": result.get("to_name", "text")}
         elif kind == "relation":
             links.append((str(result.get("from_id")), str(result.get("to_id")), result.get("labels") or []))
@@ -187,12 +189,25 @@ def _labelled(result: Dict[str, Any], k: int, where: str) -> Iterator[Tuple[str,
         yield (region_id if len(labels) == 1 else f"{region_id}-{label}"), str(label)
 
 
-def _joined(regions, links, where: str, skips: Skips) -> List[Mention]:
-    """One mention per group of regions joined by fragment relations (regions of one label)."""
+class Region(NamedTuple):
+    """One label of a labels result: its id (the result's, with the label where it has several),
+    label, character range, text, the result's id (relations name it) and place."""
+
+    id: str
+    label: str
+    range: Tuple[int, int]
+    text: Optional[str]
+    result_id: str
+    result: int
+
+
+def _joined(regions: List[Region], links, where: str, skips: Skips) -> List[Mention]:
+    """One mention per group of regions joined by fragment relations (regions of one label; a
+    relation between results with several labels joins the regions of each label they share)."""
     parent = list(range(len(regions)))
     places: Dict[str, List[int]] = {}
-    for k, (region_id, _, _, _) in enumerate(regions):
-        places.setdefault(region_id, []).append(k)
+    for k, region in enumerate(regions):
+        places.setdefault(region.result_id, []).append(k)
 
     def root(k: int) -> int:
         while parent[k] != k:
@@ -203,23 +218,25 @@ def _joined(regions, links, where: str, skips: Skips) -> List[Mention]:
         for region_id in (from_id, to_id):
             if region_id not in places:
                 raise FormatError(f"{where}: a relation from {from_id} to {to_id} points to region {region_id}, which is not in the annotation")
-            if len(places[region_id]) > 1:
-                raise FormatError(f"{where}: a relation from {from_id} to {to_id} refers to region {region_id}, the id of {len(places[region_id])} regions; region ids must be unique")
-        a, b = places[from_id][0], places[to_id][0]
-        if (labels and FRAGMENT not in labels) or regions[a][1] != regions[b][1]:
+            results = {regions[k].result for k in places[region_id]}
+            if len(results) > 1:
+                raise FormatError(f"{where}: a relation from {from_id} to {to_id} refers to region {region_id}, the id of {len(results)} regions; region ids must be unique")
+        pairs = [(a, b) for a in places[from_id] for b in places[to_id] if regions[a].label == regions[b].label]
+        if (labels and FRAGMENT not in labels) or not pairs:
             skips.later(f"{from_id}->{to_id}", RELATION, f"relation {'/'.join(labels) or '(no label)'} from {from_id} to {to_id} is not a fragment of one entity")
             continue
-        parent[root(b)] = root(a)
+        for a, b in pairs:
+            parent[root(b)] = root(a)
     members: Dict[int, List[int]] = {}
     for k in range(len(regions)):
         members.setdefault(root(k), []).append(k)
     mentions = []
     for group in members.values():
-        group.sort(key=lambda k: regions[k][2])
-        texts = [regions[k][3] for k in group]
+        group.sort(key=lambda k: regions[k].range)
+        texts = [regions[k].text for k in group]
         text = " ".join(texts) if all(isinstance(t, str) for t in texts) else None
         first = regions[group[0]]
-        mentions.append(Mention(first[0], first[1], [regions[k][2] for k in group], text, {"regions": [regions[k][0] for k in group]}))
+        mentions.append(Mention(first.id, first.label, [regions[k].range for k in group], text, {"regions": [regions[k].id for k in group]}))
     return mentions
 
 

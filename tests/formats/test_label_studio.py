@@ -54,6 +54,19 @@ def test_regions_joined_by_fragment_relations_are_one_entity(tmp_path):
     assert [kind for _, kind, _ in skipped(doc)] == ["not a labels region", "relation"]
 
 
+def test_a_fragment_relation_to_a_region_of_several_labels_joins_the_label_they_share(tmp_path):
+    """Such a region was stored as r1-ADR and r1-Symptom, and the relation to r1 stopped the
+    conversion: 'points to region r1, which is not in the annotation'."""
+    two_labels = region("r1", 8, 12, text="pain")
+    two_labels["value"]["labels"] = ["ADR", "Symptom"]
+    result = [two_labels, region("r2", 30, 36, text="ankles"), relation("r1", "r2")]
+    path = export(tmp_path, [{"id": 7, "data": {"text": TEXT}, "annotations": [{"id": 1, "result": result}]}])
+    (doc,) = read_label_studio(path, VOCAB, tokenizer=TOKENIZER)
+    found = sorted((e.label, e.text, e.spans[0].id_) for e in get_entities(doc))
+    assert found == [("ADR", "pain ankles", "r1-ADR"), ("Symptom", "pain", "r1-Symptom")]
+    assert skipped(doc) == []
+
+
 def test_export_then_read_back_gives_the_same_entities_scores_and_data(tmp_path):
     path = export(tmp_path, [{"id": 7, "data": {"text": TEXT, "site": "forum"}, "annotations": [{"id": 1, "result": RESULT}]}])
     docs = list(read_label_studio(path, VOCAB, tokenizer=TOKENIZER))
