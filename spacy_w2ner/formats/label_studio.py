@@ -43,7 +43,7 @@ from spacy.vocab import Vocab
 
 from .base import NAME_KEY, NOT_A_DOCUMENT_KEY, FormatError
 from .jsonstream import stream_json
-from .standoff import RELATION, Mention, Reading, Skips, mentions_of, text_matches, tokenize_exactly, write_each
+from .standoff import NO_TYPE, RELATION, Mention, Reading, Skips, mentions_of, text_matches, tokenize_exactly, write_each
 
 LABEL_STUDIO_KEY = "w2ner_label_studio"  # {"task", "data", "text_key", "from_name", "to_name", "annotation", "annotator"}
 USES = ("annotations", "predictions")
@@ -160,6 +160,7 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_tex
     """The entities of one annotation's results: regions joined by fragment relations (a region of
     another of the task's texts, its ``to_name`` one of ``other_texts``, is listed, not read)."""
     regions: List[Region] = []
+    untyped = set()  # the ids of regions without a label, listed
     links: List[Tuple[str, str, List[str]]] = []
     names: Dict[str, str] = {}
     from_utf16 = _utf16_to_python(text)
@@ -169,6 +170,10 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_tex
         if kind == "labels" and isinstance(value, dict) and "start" in value and "end" in value and result.get("to_name") not in other_texts:
             edges = _region_range(value, text, from_utf16, where)
             for region_id, label in _labelled(result, k, where):
+                if not label.strip():
+                    skips.skip(region_id, NO_TYPE, f"region {region_id} at {edges[0]}-{edges[1]} has an empty label")
+                    untyped.add(str(result.get("id") or f"#{k}"))
+                    continue
                 regions.append(Region(region_id, label, edges, value.get("text"), str(result.get("id") or f"#{k}"), k))
             names = {"from_name": result.get("from_name", "label"), "to_name": result.get("to_name", "text")}
         elif kind == "relation":
@@ -176,7 +181,9 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_tex
         else:
             what = f"a {kind} result" if kind != "labels" else f"a labels result of {result.get('to_name')}, not of the text" if result.get("to_name") in other_texts else "a labels result without start and end (no text region)"
             skips.skip(str(result.get("id", f"#{k}")) if isinstance(result, dict) else f"#{k}", OTHER_RESULT, f"{what} is not an entity", what="result")
-    return _joined(regions, links, where, skips), names
+    for from_id, to_id, _ in [link for link in links if untyped & set(link[:2])]:
+        skips.later(f"{from_id}->{to_id}", RELATION, f"relation from {from_id} to {to_id} joins a region without a label")
+    return _joined(regions, [link for link in links if not untyped & set(link[:2])], where, skips), names
 
 
 def _labelled(result: Dict[str, Any], k: int, where: str) -> Iterator[Tuple[str, str]]:

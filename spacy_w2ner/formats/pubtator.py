@@ -31,7 +31,7 @@ from spacy.vocab import Vocab
 
 from ..messages import not_utf8
 from .base import NAME_KEY, FormatError
-from .standoff import EMPTY, OUTSIDE_TEXT, Mention, Reading, Skips, keep_relations, mentions_of, relations_of
+from .standoff import EMPTY, NO_TYPE, OUTSIDE_TEXT, Mention, Reading, Skips, keep_relations, mentions_of, relations_of
 
 PUBTATOR_KEY = "w2ner_pubtator"  # {"pmid", "title_length", "abstract": whether it had an abstract line}
 DISCONTINUOUS_CHOICES = ("split", "span", "skip")
@@ -132,11 +132,13 @@ def _annotations(path: Path, pmid: str, lines, text: str, skips: Skips) -> Tuple
                 skips.skip(mention.id, OUTSIDE_TEXT, f"({mention.label}) {start} {end} is not within the text of {len(text)} characters", at=mention.at)
             elif start == end:
                 skips.skip(mention.id, EMPTY, f"({mention.label}) {start} {end} has no text", at=mention.at)
+            elif not mention.label.strip():
+                skips.skip(mention.id, NO_TYPE, f"{start} {end} {columns[3]!r} has an empty type column", at=mention.at)
         elif len(columns) >= 4 and _RELATION_TYPE.fullmatch(columns[1]) and all(columns[2:4]):
             relations.append(columns[1:])
         else:
             skips.unknown(f"{path}:{number}", f"document {pmid}: neither a mention (PMID, START, END, TEXT, TYPE[, ID...]) nor a relation (PMID, TYPE, ID, ID[, ...]): {chr(9).join(columns)[:80]!r}; passed over")
-    return [m for m in mentions if 0 <= m.ranges[0][0] < m.ranges[0][1] <= len(text)], relations
+    return [m for m in mentions if 0 <= m.ranges[0][0] < m.ranges[0][1] <= len(text) and m.label.strip()], relations
 
 
 def docs_to_pubtator(

@@ -67,6 +67,14 @@ def test_a_fragment_relation_to_a_region_of_several_labels_joins_the_label_they_
     assert skipped(doc) == []
 
 
+def test_a_region_with_an_empty_label_is_listed_not_an_entity_of_label_nothing(tmp_path):
+    result = [region("r1", 8, 12, "", "pain"), region("r2", 30, 36, text="ankles"), relation("r1", "r2")]
+    path = export(tmp_path, [{"id": 7, "data": {"text": TEXT}, "annotations": [{"id": 1, "result": result}]}])
+    (doc,) = read_label_studio(path, VOCAB, tokenizer=TOKENIZER)
+    assert [(e.label, e.text) for e in get_entities(doc)] == [("ADR", "ankles")]
+    assert sorted(kind for _, kind, _ in skipped(doc)) == ["no type", "relation"]
+
+
 def test_export_then_read_back_gives_the_same_entities_scores_and_data(tmp_path):
     path = export(tmp_path, [{"id": 7, "data": {"text": TEXT, "site": "forum"}, "annotations": [{"id": 1, "result": RESULT}]}])
     docs = list(read_label_studio(path, VOCAB, tokenizer=TOKENIZER))

@@ -68,6 +68,7 @@ def test_other_tools_pubtator(tmp_path):
         (DOC.replace("111\t17\t21", "111\t17\t99"), [("annotation 2", "outside the text")], 1),
         (DOC.replace("111|a|", "222|a|"), [("d.txt:2", "unknown line or element"), ("annotation 2", "outside the text")], 1),
         (DOC.replace("111\t17\t21\tKnee", "111\t17\t21\tKnew"), [("annotation 2", "text differs from its offsets")], 1),
+        (DOC.replace("Knee\tDisease", "Knee\t"), [("annotation 2", "no type")], 1),  # not an entity of type ""
     ],
 )
 def test_what_cannot_be_read_is_listed_and_the_rest_converts(tmp_path, text, listed, entities):
