@@ -88,38 +88,49 @@ def _check_text(text: str, where: str) -> None:
 def docs_to_w2ner_json(
     docs: Iterable[Doc], spans_key: str = "w2ner", problems: Optional[List[str]] = None
 ) -> List[dict]:
-    """W2NER JSON records for docs (gold or predicted), entities in position order.
+    """W2NER JSON records for docs (gold or predicted), entities in position order (``w2ner_records``)."""
+    return list(w2ner_records(docs, spans_key, problems))
+
+
+def w2ner_records(docs: Iterable[Doc], spans_key: str = "w2ner", problems: Optional[List[str]] = None) -> Iterator[dict]:
+    """The W2NER JSON record of each doc, one at a time.
 
     W2NER tokens are not whitespace, so whitespace tokens (the line breaks and runs of
     spaces that spaCy's tokenizer keeps, e.g. in docs read from brat) are left out of
     ``sentence`` and of the entities, whose indices are renumbered: "stomach \\n pain"
-    becomes the two adjacent tokens "stomach", "pain". An entity that holds other whitespace
-    tokens (an ideographic space or a no-break space a CoNLL or BMES file gave as a token) is
-    written without them and reported in ``problems``; one of whitespace tokens only cannot be
-    written: it is reported and left out. Without ``problems`` either raises ValueError.
+    becomes the two adjacent tokens "stomach", "pain". Other whitespace tokens (an ideographic
+    space or a no-break space a CoNLL or BMES file gave as a token) are left out too, and
+    reported in ``problems``: an entity that holds them is written without them, one of
+    whitespace tokens only is left out. Without ``problems`` either raises ValueError.
     """
-    records = []
     for doc_index, doc in enumerate(docs):
         kept = [token.i for token in doc if not token.is_space]
         new_index = {old: new for new, old in enumerate(kept)}
-        ner = []
+        ner, held = [], set()
         for entity in get_entities(doc, spans_key):
+            held.update(entity.tokens)
             index = [new_index[t] for t in entity.tokens if t in new_index]
             spaces = [doc[t].text for t in entity.tokens if t not in new_index and not doc[t].text.isascii()]
             if not index or spaces:  # line breaks and runs of spaces (a tokenizer's) go silently
                 what = "is only whitespace" if not index else f"holds whitespace tokens {spaces}"
-                message = (
-                    f"doc {doc_index} ({_name(doc)}): the {entity.label} entity {entity.text!r} "
-                    f"(tokens {list(entity.tokens)}) {what}, which W2NER JSON cannot hold"
-                )
-                if problems is None:
-                    raise ValueError(message)
-                problems.append(message + ("; left out" if not index else "; written without them"))
+                _problem(problems, f"doc {doc_index} ({_name(doc)}): the {entity.label} entity {entity.text!r} "
+                                   f"(tokens {list(entity.tokens)}) {what}, which W2NER JSON cannot hold",
+                         "; left out" if not index else "; written without them")  # fmt: skip
                 if not index:
                     continue
             ner.append({"index": index, "type": entity.label})
-        records.append({"sentence": [doc[i].text for i in kept], "ner": ner, **doc.user_data.get(EXTRA_KEY, {})})
-    return records
+        others = [t.i for t in doc if t.is_space and not t.text.isascii() and t.i not in held]
+        if others:
+            _problem(problems, f"doc {doc_index} ({_name(doc)}): whitespace tokens {[doc[i].text for i in others]} "
+                               f"(tokens {others}), which W2NER JSON cannot hold", "; left out of its sentence")  # fmt: skip
+        yield {"sentence": [doc[i].text for i in kept], "ner": ner, **doc.user_data.get(EXTRA_KEY, {})}
+
+
+def _problem(problems: Optional[List[str]], message: str, done: str) -> None:
+    """``message`` with what was done added to ``problems``; ValueError without them."""
+    if problems is None:
+        raise ValueError(message)
+    problems.append(message + done)
 
 
 def _name(doc: Doc) -> str:
@@ -129,12 +140,14 @@ def _name(doc: Doc) -> str:
 def write_w2ner_json(
     docs: Iterable[Doc], path: Union[str, Path], spans_key: str = "w2ner", problems: Optional[List[str]] = None
 ) -> int:
-    """Write docs as a W2NER JSON file (one array on one line); returns the number of records.
-
-    What cannot be written goes to ``problems`` (see ``docs_to_w2ner_json``).
-    """
-    records = docs_to_w2ner_json(docs, spans_key, problems)
+    """Write docs as a W2NER JSON file (one array on one line), a record at a time; returns the
+    number of records. What cannot be written goes to ``problems`` (see ``w2ner_records``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf8")
-    return len(records)
+    count = 0
+    with path.open("w", encoding="utf8") as out:
+        out.write("[")
+        for count, record in enumerate(w2ner_records(docs, spans_key, problems), 1):
+            out.write((", " if count > 1 else "") + json.dumps(record, ensure_ascii=False))
+        out.write("]")
+    return count

@@ -99,6 +99,26 @@ def test_an_entity_that_holds_a_token_of_other_whitespace_is_written_without_it_
         docs_to_w2ner_json([doc])
 
 
+def test_a_token_of_other_whitespace_outside_entities_is_left_out_and_said_so(tmp_path):
+    """It went silently (an entity's were reported); the file is written a record at a time,
+    the same bytes as one json.dumps of the records."""
+    from spacy_w2ner.formats import write_w2ner_json
+
+    doc = Doc(VOCAB, words=["北", "京", "\u3000", "人"], spaces=[False] * 4)
+    set_entities(doc, [("LOC", (0, 1), None)])
+    problems = []
+    assert docs_to_w2ner_json([doc], problems=problems)[0]["sentence"] == ["北", "京", "人"]
+    assert problems == [r"doc 0 ('北京\u3000人'): whitespace tokens ['\u3000'] (tokens [2]), which W2NER JSON cannot hold; "
+                        "left out of its sentence"]  # fmt: skip
+    with pytest.raises(ValueError, match="whitespace tokens"):
+        docs_to_w2ner_json([doc])
+    other = Doc(VOCAB, words=["a", "b"])
+    assert write_w2ner_json([doc, other], tmp_path / "out.json", problems=[]) == 2
+    records = docs_to_w2ner_json([doc, other], problems=[])
+    assert (tmp_path / "out.json").read_text(encoding="utf8") == json.dumps(records, ensure_ascii=False)
+    assert write_w2ner_json([], tmp_path / "none.json") == 0 and (tmp_path / "none.json").read_text() == "[]"
+
+
 def test_w2ner_json_round_trip_through_docbin(tmp_path):
     path = write_records(tmp_path, NESTED_RECORDS)
     summary = write_docbin(read_w2ner_json(path, VOCAB), tmp_path / "out.spacy")
