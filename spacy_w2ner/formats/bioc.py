@@ -630,7 +630,10 @@ class BioCWriter:
             elif self._complete(relation):
                 _add_relation(passages, relation)
         for passage in passages:
-            self._put(self.encoding.passage(passage, self.open["passages"]))
+            try:
+                self._put(self.encoding.passage(passage, self.open["passages"]))
+            except ValueError as err:  # a character XML cannot hold
+                raise ValueError(f"document {doc_id}: {err}") from None
             self.open["passages"] += 1
 
     def flush(self) -> int:
@@ -647,7 +650,10 @@ class BioCWriter:
     def _close_document(self) -> None:
         if self.open is not None:
             relations = [_plain_relation(r) for r in self.open.get("relations", []) if self._complete(r)]
-            self._put(self.encoding.close_document(self.open["annotations"], relations))
+            try:
+                self._put(self.encoding.close_document(self.open["annotations"], relations))
+            except ValueError as err:  # lxml's, for a character XML cannot hold in an annotation's infons
+                raise ValueError(f"document {self.open['id']}: an annotation or relation: {err}") from None
             self.open = None
 
     def _index_open(self) -> None:
@@ -848,6 +854,14 @@ class _XML:
     def passage(self, passage, index: int) -> str:
         from bioc.biocxml.encoder import encode_passage
 
+        for text, offset in [(passage.text, passage.offset)] + [(s.text, s.offset) for s in passage.sentences]:
+            bad = _NOT_XML.search(text or "")
+            if bad:
+                raise ValueError(
+                    f"character {bad.group()!r} at offset {offset + bad.start()} cannot be written in BioC XML (XML 1.0 "
+                    "has no control character but tab, line feed and carriage return): write BioC JSON (.json), "
+                    "or take it out of the text"
+                )
         return _element(encode_passage(_xml_safe(passage)))
 
     def close_document(self, annotations: List[Dict[str, Any]], relations: List[Dict[str, Any]]) -> str:
@@ -859,6 +873,10 @@ class _XML:
 
     def footer(self) -> str:
         return "</collection>\n"
+
+
+# A character XML 1.0 cannot hold, even as a character reference (a form feed from a PDF's text).
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _xml_text(value: Any) -> str:

@@ -265,6 +265,16 @@ def test_docs_from_plain_text_become_one_passage_documents(tmp_path):
     assert found == {"doc0": {"e0": ({"type": "DRUG", "score": "0.8750"}, [(0, 7)], "Aspirin")}}
 
 
+def test_a_character_xml_cannot_hold_names_its_document_and_offset_and_json_takes_it(tmp_path):
+    """A form feed (text from a PDF) stopped the export with lxml's message and nothing named."""
+    doc = spacy.blank("en")("Aspirin helped .\x0c Then pain .")
+    doc.user_data["w2ner_name"] = "note7"
+    with pytest.raises(ValueError, match=r"document note7: character '\\x0c' at offset 16 cannot be written in BioC XML .*BioC JSON"):
+        docs_to_bioc([doc], tmp_path / "p.xml")
+    docs_to_bioc([doc], tmp_path / "p.json")
+    assert "\x0c" in json.loads((tmp_path / "p.json").read_text(encoding="utf8"))["documents"][0]["passages"][0]["text"]
+
+
 LISTED = {  # well-formed BioC with a part the reader cannot use: listed with its line, the rest converts
     "past its passage": (COLLECTION.replace('offset="40" length="6"', 'offset="40" length="9"'),
                          ["annotation T2", "outside its passage", "(ADR) location 40+9 is outside its passage (10-47)"]),
