@@ -24,6 +24,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 
 from ..files import move_into_place
+from .base import NAME_KEY, FormatError
 from .base import NOT_A_DOCUMENT_KEY, CorpusSummary, FormatError
 
 PARTS = ("cats", "flags", "span_groups", "user_data")  # one msgpack element per Doc
@@ -49,6 +50,12 @@ class DocBinStream:
         self.attrs, self.version = empty.attrs, empty.version
 
     def add(self, doc: Doc) -> None:
+        big = _too_big_for_msgpack(doc.user_data)
+        if big is not None:
+            raise FormatError(
+                f"document {len(self._lengths) + 1} ({doc.user_data.get(NAME_KEY) or doc.text[:40]!r}): "
+                f"its {big} is an integer beyond 64 bits, which a .spacy file cannot store; write it as a string"
+            )
         one = DocBin(store_user_data=True, docs=[doc])
         self._files["tokens"].write(one.tokens[0].tobytes("C"))
         self._files["spaces"].write(one.spaces[0].tobytes("C"))
@@ -243,3 +250,17 @@ def _elements(name: str, start: int, count: int) -> Iterator[Any]:
         unpacker = srsly.msgpack.Unpacker(handle, raw=False, read_size=1 << 16)
         for _ in range(count):
             yield unpacker.unpack()
+
+
+def _too_big_for_msgpack(value: Any, where: str = "") -> Optional[str]:
+    """Where in ``value`` (user data: dicts, lists, scalars) an integer is that msgpack cannot pack
+    (outside -2**63 .. 2**64 - 1: valid JSON, an OverflowError and a traceback at DocBin's packing),
+    as "'key' -> 0 -> 'id'"; None when there is none."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return where or "value" if not -(2**63) <= value < 2**64 else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found = _too_big_for_msgpack(item, f"{where} -> {key!r}" if where else repr(key))
+        if found is not None:
+            return found
+    return None

@@ -67,3 +67,14 @@ def test_not_a_docbin(tmp_path):
     (tmp_path / "x.spacy").write_bytes(b"not zlib")
     with pytest.raises(FormatError, match="x.spacy: cannot read a .spacy DocBin"):
         DocBinFile(tmp_path / "x.spacy")
+
+
+def test_an_integer_beyond_64_bits_in_user_data_is_named_not_a_traceback(tmp_path):
+    """Valid JSON (a record's extra key, a task's data) that msgpack cannot pack: OverflowError
+    with a traceback from inside DocBin, before."""
+    doc = spacy.blank("en")("a")
+    doc.user_data.update({"w2ner_name": "rec7", "w2ner_extra": {"ids": [1, 2**64]}})
+    with pytest.raises(FormatError, match=r"document 1 \('rec7'\): its 'w2ner_extra' -> 'ids' -> 1 is an integer beyond 64 bits"):
+        write_docbin([doc], tmp_path / "out.spacy")
+    doc.user_data["w2ner_extra"] = {"ids": [1, 2**64 - 1, -(2**63)]}  # the edges msgpack holds
+    write_docbin([doc], tmp_path / "out.spacy")
