@@ -364,14 +364,16 @@ class _Reader:
 
     def _passage_of(self, mention: Mention, k: Optional[int], passages, end: int, skips: Skips, find: Callable[[int], Optional[int]]) -> Optional[int]:
         """The passage the mention is in (``k``, else ``find`` by its first location); None,
-        skipped, for one without a location, empty, beyond the text or outside its passage."""
+        skipped, for one without a location, empty, beyond the text or outside its passage. The
+        locations of an annotation of the document (``k`` None) may lie in several passages, each
+        in one, where the passages are one Doc (``doc_per`` "document")."""
         if not mention.ranges:
             skips.skip(mention.id, EMPTY, f"({mention.label}) has no location")
             return None
-        if k is None:
-            k = find(mention.ranges[0][0])
+        first = k if k is not None else find(mention.ranges[0][0])
         for start, stop in mention.ranges:
-            passage = passages[k] if k is not None else None
+            at = first if k is not None or self.doc_per == "passage" else find(start)
+            passage = passages[at] if at is not None else None
             if passage is None or not passage["start"] <= start < max(passage["end"], passage["start"] + 1) or stop > passage["end"]:
                 extent = f"its passage ({passage['start']}-{passage['end']})" if passage else f"the passages (the text ends at {end})"
                 skips.skip(mention.id, OUTSIDE, f"({mention.label}) location {start}+{stop - start} is outside {extent}")
@@ -379,7 +381,7 @@ class _Reader:
             if stop == start:
                 skips.skip(mention.id, EMPTY, f"({mention.label}) location {start}+0 has no text")
                 return None
-        return k
+        return first
 
 
 def _by_group(items: List[Tuple[Optional[int], Any]], groups: List[List[int]]) -> List[List[Any]]:

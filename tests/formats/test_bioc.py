@@ -265,6 +265,28 @@ def test_docs_from_plain_text_become_one_passage_documents(tmp_path):
     assert found == {"doc0": {"e0": ({"type": "DRUG", "score": "0.8750"}, [(0, 7)], "Aspirin")}}
 
 
+CROSS_PASSAGES = (
+    "<?xml version='1.0' encoding='UTF-8'?>\n<collection><source>t</source><date>2024</date><key>k</key>\n"
+    "<document><id>D1</id>\n"
+    "<passage><infon key=\"type\">title</infon><offset>0</offset><text>Breast and ovarian</text></passage>\n"
+    "<passage><infon key=\"type\">abstract</infon><offset>19</offset><text>cancers are common.</text></passage>\n"
+    "<annotation id=\"A1\"><infon key=\"type\">Disease</infon><location offset=\"0\" length=\"6\"/>"
+    "<location offset=\"19\" length=\"7\"/><text>Breast cancers</text></annotation>\n"
+    "</document></collection>\n"
+)
+
+
+def test_a_document_annotation_with_locations_in_two_passages_is_an_entity_of_the_documents_doc(tmp_path):
+    """It was listed as outside its passage, though one Doc holds both; with a Doc per passage it
+    still is (no Doc holds both)."""
+    path = write(tmp_path, "c.xml", CROSS_PASSAGES)
+    (doc,) = read_bioc(path, VOCAB)
+    assert [(e.label, e.text) for e in get_entities(doc)] == [("Disease", "Breast cancers")]
+    docs_to_bioc([doc], tmp_path / "back.xml")
+    assert annotations(tmp_path / "back.xml") == annotations(path)
+    assert [len(get_entities(d)) for d in read_bioc(path, VOCAB, doc_per="passage")] == [0, 0]
+
+
 def test_a_character_xml_cannot_hold_names_its_document_and_offset_and_json_takes_it(tmp_path):
     """A form feed (text from a PDF) stopped the export with lxml's message and nothing named."""
     doc = spacy.blank("en")("Aspirin helped .\x0c Then pain .")
