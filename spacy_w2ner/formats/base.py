@@ -1,4 +1,5 @@
 """What every format shares: the error type, the counts of a conversion, reading text files."""
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +148,16 @@ def entity_texts(doc: Doc, spans_key: str = "w2ner") -> List[str]:
         score = "" if entity.score is None else f" ({entity.score:.2f})"
         lines.append(f"{entity.label:>6}  {entity.text}{score}  {fragments if entity.is_discontinuous else ''}".rstrip())
     return lines
+
+
+def in_natural_order(paths: Iterable[Path]) -> List[Path]:
+    """The paths with the numbers in their names compared as numbers ("note2" before "note10", as a
+    file manager lists them, and as ``export`` numbers the documents it names), else as text."""
+
+    def key(path: Path) -> list:
+        return [int(part) if k % 2 else part for k, part in enumerate(re.split(r"(\d+)", str(path)))]
+
+    return sorted(paths, key=key)
 
 
 def read_text(path: Union[str, Path], newline: Optional[str] = None) -> str:

@@ -38,7 +38,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..extras import require_bioc
-from .base import NAME_KEY, FormatError
+from .base import NAME_KEY, FormatError, in_natural_order
 from .jsonstream import ELEMENT, stream_json
 from .standoff import EMPTY, NO_TYPE, OUTSIDE, Mention, Reading, Skips, keep_relations, relations_of, write_each
 
@@ -86,7 +86,7 @@ def read_bioc(
     require_bioc()
     check_bioc_options(type_key, doc_per)
     path = Path(path)
-    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in (".xml", ".json")) if path.is_dir() else [path]
+    files = in_natural_order(p for p in path.rglob("*") if p.suffix.lower() in (".xml", ".json")) if path.is_dir() else [path]
     if not files:
         raise FormatError(f"{path}: no BioC .xml or .json files in this directory")
     reading = Reading(vocab, spans_key, tokenizer, split_tokens, sentencizer, strict)

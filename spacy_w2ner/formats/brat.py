@@ -27,7 +27,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Un
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
-from .base import NAME_KEY, FormatError, read_text
+from .base import NAME_KEY, FormatError, in_natural_order, read_text
 from .standoff import Mention, Reading, Skips, Tokenizer, fragment_text, mentions_of
 
 _ID = re.compile(r"([A-Za-z]+)(\d+)")
@@ -82,7 +82,7 @@ def read_brat_collection(
             raise FormatError(f"{path}: no brat text file {txt_path}")
         yield from read_brat(txt_path, None, vocab, spans_key, tokenizer, check_text=check_text, **options)
         return
-    txt_paths = sorted(path.rglob("*.txt"))
+    txt_paths = in_natural_order(path.rglob("*.txt"))
     ann_paths = sorted(path.rglob("*.ann"))
     orphans = sorted(set(ann_paths) - {p.with_suffix(".ann") for p in txt_paths})
     if orphans:

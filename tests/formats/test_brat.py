@@ -284,3 +284,11 @@ def test_brat_an_annotation_whose_text_holds_a_tab_is_read_and_written_back_as_b
     assert [(e.label, e.spans[0].id_) for e in get_entities(doc)] == [("Symptom", "T1")] and not skipped(doc)
     docs_to_brat([doc], tmp_path / "out")
     assert (tmp_path / "out" / "doc.ann").read_text(encoding="utf8") == "T1\tSymptom 8 17\tknee\tpain\n"
+
+
+def test_a_directory_is_read_in_the_natural_order_of_its_names(tmp_path):
+    """export names documents s-line1 ... s-line13: read back as text sorts, s-line13 came before s-line2."""
+    for k in (1, 2, 10, 13):
+        (tmp_path / f"s-line{k}.txt").write_text(f"Document {k} .", encoding="utf8")
+        (tmp_path / f"s-line{k}.ann").write_text("", encoding="utf8")
+    assert [doc.text for doc in read_brat_collection(tmp_path, VOCAB)] == [f"Document {k} ." for k in (1, 2, 10, 13)]
