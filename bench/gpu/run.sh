@@ -72,12 +72,17 @@ DATA=corpora/converted/cadec
 REF=${REF:-$ROOT/.reference/W2NER}
 PY=${PYTHON:-python3}
 # Checked before anything runs: a setting infer-speed skips would cost a GPU loan its measurement.
-for setting in $INFER_SETTINGS; do
-  set -- ${setting//:/ }
-  for option in "${@:3}"; do
-    case $option in g*|p*) ;; *) echo "INFER_SETTINGS: $setting: $option is neither gN nor pN (a list of pass settings starts with p: pinf/cginf)"; exit 2 ;; esac
+# (A function: its set -- leaves the script's own arguments, the stages, as they are.)
+check_infer_settings() {
+  local setting option
+  for setting in $INFER_SETTINGS; do
+    set -- ${setting//:/ }
+    for option in "${@:3}"; do
+      case $option in g*|p*) ;; *) echo "INFER_SETTINGS: $setting: $option is neither gN nor pN (a list of pass settings starts with p: pinf/cginf)"; exit 2 ;; esac
+    done
   done
-done
+}
+check_infer_settings
 mkdir -p "$RESULTS_DIR" "$WORK"
 RESULTS=$RESULTS_DIR/results.jsonl
 exec > >(tee -a "$RESULTS_DIR/log.txt") 2>&1

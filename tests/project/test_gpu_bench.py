@@ -106,6 +106,22 @@ def test_the_bench_shell_scripts_parse(script):
     assert done.returncode == 0, done.stderr
 
 
+def _run_sh(tmp_path, *stages, **env):
+    environment = {**os.environ, "RESULTS_DIR": str(tmp_path / "results"), "WORK": str(tmp_path / "work"), "GPU_ID": "-1",
+                   "PYTHON": sys.executable, **env}  # fmt: skip
+    return subprocess.run(["bash", str(ROOT / "bench" / "gpu" / "run.sh"), *stages], capture_output=True, text=True, env=environment, timeout=120)
+
+
+def test_run_sh_runs_the_stages_it_is_given_and_refuses_a_bad_setting_before_any(tmp_path):
+    """The check of INFER_SETTINGS once ran `set --` over the script's own arguments: every call,
+    whatever its stages, ended in 'unknown stage fp32' having run nothing."""
+    done = _run_sh(tmp_path, "no-such-stage", INFER_SETTINGS="fp32:32:pinf/cginf fp32:128:g1.25")
+    assert done.returncode == 2 and "unknown stage no-such-stage" in done.stdout + done.stderr
+    done = _run_sh(tmp_path, "no-such-stage", INFER_SETTINGS="fp32:32:inf/cginf")
+    assert done.returncode == 2 and "inf/cginf is neither gN nor pN" in done.stdout + done.stderr
+    assert "unknown stage" not in done.stdout + done.stderr
+
+
 def test_a_baseline_commits_package_is_what_a_base_run_imports(tmp_path):
     """bench/gpu/baseline.sh writes a commit's spacy_w2ner; a train-speed run named "base" imports
     it before this tree's (checked: a run that silently timed this tree would compare it with itself)."""
