@@ -14,6 +14,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..entities import get_entities, set_entities
+from ..files import move_into_place
 from ..messages import json_type, lone_surrogate
 from .base import NAME_KEY, FormatError, read_text
 
@@ -140,14 +141,20 @@ def _name(doc: Doc) -> str:
 def write_w2ner_json(
     docs: Iterable[Doc], path: Union[str, Path], spans_key: str = "w2ner", problems: Optional[List[str]] = None
 ) -> int:
-    """Write docs as a W2NER JSON file (one array on one line), a record at a time; returns the
+    """Write docs as a W2NER JSON file (one array on one line), a record at a time under a
+    temporary name, renamed when whole (an error leaves the file that was there); returns the
     number of records. What cannot be written goes to ``problems`` (see ``w2ner_records``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with path.open("w", encoding="utf8") as out:
-        out.write("[")
-        for count, record in enumerate(w2ner_records(docs, spans_key, problems), 1):
-            out.write((", " if count > 1 else "") + json.dumps(record, ensure_ascii=False))
-        out.write("]")
+    partial, count = path.with_name(f".{path.name}.partial"), 0
+    try:
+        with partial.open("w", encoding="utf8") as out:
+            out.write("[")
+            for count, record in enumerate(w2ner_records(docs, spans_key, problems), 1):
+                out.write((", " if count > 1 else "") + json.dumps(record, ensure_ascii=False))
+            out.write("]")
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    move_into_place(partial, path)
     return count

@@ -117,6 +117,10 @@ def test_a_token_of_other_whitespace_outside_entities_is_left_out_and_said_so(tm
     records = docs_to_w2ner_json([doc, other], problems=[])
     assert (tmp_path / "out.json").read_text(encoding="utf8") == json.dumps(records, ensure_ascii=False)
     assert write_w2ner_json([], tmp_path / "none.json") == 0 and (tmp_path / "none.json").read_text() == "[]"
+    with pytest.raises(ValueError, match="whitespace tokens"):  # an error leaves the file that was there, whole
+        write_w2ner_json([other, doc], tmp_path / "out.json")
+    assert json.loads((tmp_path / "out.json").read_text(encoding="utf8")) == records
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["none.json", "out.json"]
 
 
 def test_w2ner_json_round_trip_through_docbin(tmp_path):
