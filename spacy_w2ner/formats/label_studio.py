@@ -160,7 +160,6 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_tex
     """The entities of one annotation's results: regions joined by fragment relations (a region of
     another of the task's texts, its ``to_name`` one of ``other_texts``, is listed, not read)."""
     regions: List[Region] = []
-    untyped = set()  # the ids of regions without a label, listed
     links: List[Tuple[str, str, List[str]]] = []
     names: Dict[str, str] = {}
     from_utf16 = _utf16_to_python(text)
@@ -172,24 +171,36 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_tex
             for region_id, label in _labelled(result, k, where):
                 if not label.strip():
                     skips.skip(region_id, NO_TYPE, f"region {region_id} at {edges[0]}-{edges[1]} has an empty label")
-                    untyped.add(str(result.get("id") or f"#{k}"))
                     continue
-                regions.append(Region(region_id, label, edges, value.get("text"), str(result.get("id") or f"#{k}"), k))
+                regions.append(Region(region_id, label, edges, value.get("text"), _result_id(result, k), k))
             names = {"from_name": result.get("from_name", "label"), "to_name": result.get("to_name", "text")}
         elif kind == "relation":
             links.append((str(result.get("from_id")), str(result.get("to_id")), result.get("labels") or []))
         else:
             what = f"a {kind} result" if kind != "labels" else f"a labels result of {result.get('to_name')}, not of the text" if result.get("to_name") in other_texts else "a labels result without start and end (no text region)"
             skips.skip(str(result.get("id", f"#{k}")) if isinstance(result, dict) else f"#{k}", OTHER_RESULT, f"{what} is not an entity", what="result")
-    for from_id, to_id, _ in [link for link in links if untyped & set(link[:2])]:
+    unlabelled = {_result_id(r, k) for k, r in enumerate(results) if _only_empty_labels(r)} - {r.result_id for r in regions}
+    for from_id, to_id, _ in [link for link in links if unlabelled & set(link[:2])]:
         skips.later(f"{from_id}->{to_id}", RELATION, f"relation from {from_id} to {to_id} joins a region without a label")
-    return _joined(regions, [link for link in links if not untyped & set(link[:2])], where, skips), names
+    return _joined(regions, [link for link in links if not unlabelled & set(link[:2])], where, skips), names
+
+
+def _result_id(result: Dict[str, Any], k: int) -> str:
+    """A result's id as relations name it (0 too), or its place (#k) where it has none."""
+    given = result.get("id")
+    return f"#{k}" if given is None or given == "" else str(given)
+
+
+def _only_empty_labels(result: Any) -> bool:
+    """Whether a labels result's labels are all empty (its region is listed, not an entity)."""
+    labels = result.get("value", {}).get("labels") if isinstance(result, dict) and result.get("type") == "labels" else None
+    return isinstance(labels, list) and bool(labels) and not any(str(label).strip() for label in labels)
 
 
 def _labelled(result: Dict[str, Any], k: int, where: str) -> Iterator[Tuple[str, str]]:
     """(region id, label) for each label of a region (the region's id, or its place where it has none)."""
     labels = result["value"].get("labels")
-    region_id = str(result.get("id") or f"#{k}")
+    region_id = _result_id(result, k)
     if not isinstance(labels, list) or not labels:
         raise FormatError(f"{where}: region {region_id}: a labels result has a value with start, end and labels")
     for label in labels:

@@ -65,6 +65,10 @@ def test_a_fragment_relation_to_a_region_of_several_labels_joins_the_label_they_
     found = sorted((e.label, e.text, e.spans[0].id_) for e in get_entities(doc))
     assert found == [("ADR", "pain ankles", "r1-ADR"), ("Symptom", "pain", "r1-Symptom")]
     assert skipped(doc) == []
+    result = [region(0, 8, 12, text="pain"), region(1, 30, 36, text="ankles"), relation(0, 1)]  # ids 0 and 1, as scripts write
+    path = export(tmp_path, [{"id": 7, "data": {"text": TEXT}, "annotations": [{"id": 1, "result": result}]}])
+    (doc,) = read_label_studio(path, VOCAB, tokenizer=TOKENIZER)
+    assert [(e.label, e.text, e.spans[0].id_) for e in get_entities(doc)] == [("ADR", "pain ankles", "0")]
 
 
 def test_a_region_with_an_empty_label_is_listed_not_an_entity_of_label_nothing(tmp_path):
@@ -73,6 +77,11 @@ def test_a_region_with_an_empty_label_is_listed_not_an_entity_of_label_nothing(t
     (doc,) = read_label_studio(path, VOCAB, tokenizer=TOKENIZER)
     assert [(e.label, e.text) for e in get_entities(doc)] == [("ADR", "ankles")]
     assert sorted(kind for _, kind, _ in skipped(doc)) == ["no type", "relation"]
+    result[0]["value"]["labels"] = ["", "ADR"]  # a region with a label beside the empty one is joined by it
+    path = export(tmp_path, [{"id": 7, "data": {"text": TEXT}, "annotations": [{"id": 1, "result": result}]}])
+    (doc,) = read_label_studio(path, VOCAB, tokenizer=TOKENIZER)
+    assert [(e.label, e.text) for e in get_entities(doc)] == [("ADR", "pain ankles")]
+    assert [kind for _, kind, _ in skipped(doc)] == ["no type"]
 
 
 def test_export_then_read_back_gives_the_same_entities_scores_and_data(tmp_path):
