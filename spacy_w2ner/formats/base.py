@@ -154,10 +154,10 @@ def in_natural_order(paths: Iterable[Path]) -> List[Path]:
     """The paths with the numbers in their names compared as numbers ("note2" before "note10", as a
     file manager lists them, and as ``export`` numbers the documents it names), else as text."""
 
-    def key(path: Path) -> list:
-        return [int(part) if k % 2 else part for k, part in enumerate(re.split(r"(\d+)", str(path)))]
+    def natural(name: str) -> list:
+        return [int(part) if k % 2 else part for k, part in enumerate(re.split(r"(\d+)", name))]
 
-    return sorted(paths, key=key)
+    return sorted(paths, key=lambda path: ([natural(part) for part in Path(path).parts], str(path)))  # "d01" after "d1"
 
 
 def read_text(path: Union[str, Path], newline: Optional[str] = None) -> str:

@@ -375,7 +375,8 @@ class _Reader:
             at = first if k is not None or self.doc_per == "passage" else find(start)
             passage = passages[at] if at is not None else None
             if passage is None or not passage["start"] <= start < max(passage["end"], passage["start"] + 1) or stop > passage["end"]:
-                extent = f"its passage ({passage['start']}-{passage['end']})" if passage else f"the passages (the text ends at {end})"
+                extent = (f"its passage ({passage['start']}-{passage['end']})" if passage else
+                          f"the passages (the text ends at {end})" if start >= end else "every passage (it starts between two)")
                 skips.skip(mention.id, OUTSIDE, f"({mention.label}) location {start}+{stop - start} is outside {extent}")
                 return None
             if stop == start:

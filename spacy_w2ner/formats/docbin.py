@@ -24,8 +24,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 
 from ..files import move_into_place
-from .base import NAME_KEY, FormatError
-from .base import NOT_A_DOCUMENT_KEY, CorpusSummary, FormatError
+from .base import NAME_KEY, NOT_A_DOCUMENT_KEY, CorpusSummary, FormatError
 
 PARTS = ("cats", "flags", "span_groups", "user_data")  # one msgpack element per Doc
 # A DocBin made with store_user_data=False (spaCy's default) has no user_data.
