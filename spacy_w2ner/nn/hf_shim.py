@@ -35,9 +35,20 @@ class FusedHFShim(FusedUpdate, HFShim):
     which keeps 10 decimals: MiniLM's ``layer_norm_eps`` of 1e-12 came back as 0.0 (and
     ``_name_or_path`` as the temporary file), so a pipeline loaded, or a training run resumed
     from a checkpoint, saved another config than it was given. Here the config read from that
-    file gets the saved floats and name back before the encoder is built from it."""
+    file gets the saved floats and name back before the encoder is built from it. A state with
+    int8 layers is refused (``Int8HFShim`` loads it)."""
+
+    holds_int8 = False  # Int8HFShim's encoder has int8 layers; this one's are all float
 
     def from_bytes(self, bytes_data):
+        if not self.holds_int8:
+            int8_layers = saved_int8_layers(bytes_data)
+            if int8_layers:  # loaded into float layers, they would keep from_config's random weights
+                raise ValueError(
+                    f"this pipeline's saved encoder has {len(int8_layers)} int8 layers (e.g. {int8_layers[0]}), and its "
+                    "config names none: put back the spacy_w2ner.ChunkedTransformerModel.v2 block with the int8_layers "
+                    "'optimize' wrote"
+                )
         saved = srsly.msgpack_loads(bytes_data).get("config") or {}
         config_cls = self.config_cls
         self.config_cls = _SavedConfig(config_cls, saved)
@@ -59,6 +70,7 @@ class Int8HFShim(FusedHFShim):
     (``INT8_CANNOT_TRAIN``).
     """
 
+    holds_int8 = True
     int8_layers: Tuple[str, ...] = ()  # set per shim by ChunkedTransformerModel.v2
     _saved_int8_layers: Tuple[str, ...] = ()  # while from_bytes loads a state: its int8 layers
 
