@@ -38,24 +38,26 @@ class FusedHFShim(FusedUpdate, HFShim):
     file gets the saved floats and name back before the encoder is built from it. A state with
     int8 layers is refused (``Int8HFShim`` loads it)."""
 
-    holds_int8 = False  # Int8HFShim's encoder has int8 layers; this one's are all float
-
     def from_bytes(self, bytes_data):
-        if not self.holds_int8:
-            int8_layers = saved_int8_layers(bytes_data)
-            if int8_layers:  # loaded into float layers, they would keep from_config's random weights
-                raise ValueError(
-                    f"this pipeline's saved encoder has {len(int8_layers)} int8 layers (e.g. {int8_layers[0]}), and its "
-                    "config names none: put back the spacy_w2ner.ChunkedTransformerModel.v2 block with the int8_layers "
-                    "'optimize' wrote"
-                )
-        saved = srsly.msgpack_loads(bytes_data).get("config") or {}
+        message = srsly.msgpack_loads(bytes_data)  # read once here: an MPNet state is 400 MB
+        self._expect_int8_layers(saved_int8_layers(message.get("state") or b""))
+        saved, message = message.get("config") or {}, None
         config_cls = self.config_cls
         self.config_cls = _SavedConfig(config_cls, saved)
         try:
             return super().from_bytes(bytes_data)
         finally:
             self.config_cls = config_cls
+
+    def _expect_int8_layers(self, names: List[str]) -> None:
+        """ValueError for a saved state with int8 layers: loaded into this encoder's float layers,
+        they would keep ``from_config``'s random weights."""
+        if names:
+            raise ValueError(
+                f"this pipeline's saved encoder has {len(names)} int8 layers (e.g. {names[0]}), and its config "
+                "names none: put back the spacy_w2ner.ChunkedTransformerModel.v2 block with the int8_layers "
+                "'optimize' wrote"
+            )
 
 
 class Int8HFShim(FusedHFShim):
@@ -70,7 +72,6 @@ class Int8HFShim(FusedHFShim):
     (``INT8_CANNOT_TRAIN``).
     """
 
-    holds_int8 = True
     int8_layers: Tuple[str, ...] = ()  # set per shim by ChunkedTransformerModel.v2
     _saved_int8_layers: Tuple[str, ...] = ()  # while from_bytes loads a state: its int8 layers
 
@@ -113,17 +114,20 @@ class Int8HFShim(FusedHFShim):
         self.make_int8()
         return super().to_bytes()
 
-    def from_bytes(self, bytes_data):
-        saved = saved_int8_layers(bytes_data)
-        unmatched = [name for name in saved if not any(re.search(p, name) for p in self.int8_layers)]
+    def _expect_int8_layers(self, names: List[str]) -> None:
+        """The saved state's int8 layers are built int8 before it loads; ValueError where the
+        config does not match one of them (int8 weights cannot become float32 again)."""
+        unmatched = [name for name in names if not any(re.search(p, name) for p in self.int8_layers)]
         if unmatched:
             raise ValueError(
-                f"this pipeline's saved encoder has {len(saved)} int8 layers, and its config's int8_layers "
+                f"this pipeline's saved encoder has {len(names)} int8 layers, and its config's int8_layers "
                 f"{list(self.int8_layers)} do not match {len(unmatched)} of them (e.g. {unmatched[0]}): int8 "
                 "weights cannot become float32 again; put int8_layers back as 'optimize' wrote it, or optimize "
                 "the float32 pipeline with the layers you want ('python -m spacy_w2ner optimize --int8 ...')"
             )
-        self._saved_int8_layers = tuple(saved)
+        self._saved_int8_layers = tuple(names)
+
+    def from_bytes(self, bytes_data):
         try:
             with warnings.catch_warnings():  # torch.load's notice about the quantized tensors' storage
                 warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
@@ -137,10 +141,10 @@ class Int8HFShim(FusedHFShim):
 PACKED_WEIGHTS = "._packed_params._packed_params"  # an int8 Linear layer's key suffix in a state dict
 
 
-def saved_int8_layers(bytes_data: bytes) -> List[str]:
-    """The names of the int8 (packed) Linear layers in an HFShim's serialized state: the state
-    dict's keys read from the pickle of ``torch.save``'s archive, without loading the tensors."""
-    state = srsly.msgpack_loads(bytes_data).get("state") or b""
+def saved_int8_layers(state: bytes) -> List[str]:
+    """The names of the int8 (packed) Linear layers in an HFShim's serialized state (its message's
+    "state"): the state dict's keys read from the pickle of ``torch.save``'s archive, without
+    loading the tensors."""
     try:
         with zipfile.ZipFile(io.BytesIO(state)) as archive:
             pickles = [archive.read(name) for name in archive.namelist() if name.endswith("data.pkl")]
