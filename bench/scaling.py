@@ -98,17 +98,11 @@ def far_reaching_doc(document: Document):
     every ``FAR_EVERY`` words of its first half): each reaches over text, and sentences, as long
     as the document, where the pieces of ``document``'s entities are a few words apart."""
     import spacy
-    from spacy.tokens import Doc
 
-    from spacy_w2ner import set_entities
-
-    doc = Doc(spacy.blank("en").vocab, words=document.words, spaces=document.spaces)
-    half = len(doc) // 2
+    half = len(document.words) // 2
     fine = [word not in (".", "Lipit", "or") for word in document.words]
-    entities = [("ADR", (t, t + half), None) for t in range(0, half, FAR_EVERY) if fine[t] and fine[t + half]]
-    set_entities(doc, entities, ids=[f"T{k + 1}" for k in range(len(entities))])
-    doc.user_data["w2ner_name"] = "long"
-    return doc
+    entities = [("ADR", (t, t + half)) for t in range(0, half, FAR_EVERY) if fine[t] and fine[t + half]]
+    return spacy_doc(Document(document.words, document.spaces, entities), spacy.blank("en").vocab, sentences=False)
 
 
 def spacy_doc(document: Document, vocab, sentences: bool):

@@ -49,13 +49,14 @@ class DocBinStream:
         self.attrs, self.version = empty.attrs, empty.version
 
     def add(self, doc: Doc) -> None:
-        big = _too_big_for_msgpack(doc.user_data)
-        if big is not None:
+        try:
+            one = DocBin(store_user_data=True, docs=[doc])  # packs the user data, before anything is written
+        except OverflowError:  # msgpack's, naming nothing: where the integer is, found only then
             raise FormatError(
                 f"document {len(self._lengths) + 1} ({doc.user_data.get(NAME_KEY) or doc.text[:40]!r}): "
-                f"its {big} is an integer beyond 64 bits, which a .spacy file cannot store; write it as a string"
-            )
-        one = DocBin(store_user_data=True, docs=[doc])
+                f"its {_too_big_for_msgpack(doc.user_data)} is an integer beyond 64 bits, which a .spacy file "
+                "cannot store; write it as a string"
+            ) from None
         self._files["tokens"].write(one.tokens[0].tobytes("C"))
         self._files["spaces"].write(one.spaces[0].tobytes("C"))
         for name in PARTS:

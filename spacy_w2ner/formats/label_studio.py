@@ -160,6 +160,7 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_tex
     """The entities of one annotation's results: regions joined by fragment relations (a region of
     another of the task's texts, its ``to_name`` one of ``other_texts``, is listed, not read)."""
     regions: List[Region] = []
+    unlabelled = set()  # the ids of regions whose labels are all empty (listed)
     links: List[Tuple[str, str, List[str]]] = []
     names: Dict[str, str] = {}
     from_utf16 = _utf16_to_python(text)
@@ -167,19 +168,21 @@ def _mentions(results: List[Any], text: str, where: str, skips: Skips, other_tex
         kind = result.get("type") if isinstance(result, dict) else None
         value = result.get("value") if isinstance(result, dict) else None
         if kind == "labels" and isinstance(value, dict) and "start" in value and "end" in value and result.get("to_name") not in other_texts:
-            edges = _region_range(value, text, from_utf16, where)
+            edges, labelled = _region_range(value, text, from_utf16, where), len(regions)
             for region_id, label in _labelled(result, k, where):
                 if not label.strip():
                     skips.skip(region_id, NO_TYPE, f"region {region_id} at {edges[0]}-{edges[1]} has an empty label")
                     continue
                 regions.append(Region(region_id, label, edges, value.get("text"), _result_id(result, k), k))
+            if len(regions) == labelled:  # its labels were all empty
+                unlabelled.add(_result_id(result, k))
             names = {"from_name": result.get("from_name", "label"), "to_name": result.get("to_name", "text")}
         elif kind == "relation":
             links.append((str(result.get("from_id")), str(result.get("to_id")), result.get("labels") or []))
         else:
             what = f"a {kind} result" if kind != "labels" else f"a labels result of {result.get('to_name')}, not of the text" if result.get("to_name") in other_texts else "a labels result without start and end (no text region)"
             skips.skip(str(result.get("id", f"#{k}")) if isinstance(result, dict) else f"#{k}", OTHER_RESULT, f"{what} is not an entity", what="result")
-    unlabelled = {_result_id(r, k) for k, r in enumerate(results) if _only_empty_labels(r)} - {r.result_id for r in regions}
+    unlabelled -= {region.result_id for region in regions}  # an id another region with a label has
     for from_id, to_id, _ in [link for link in links if unlabelled & set(link[:2])]:
         skips.later(f"{from_id}->{to_id}", RELATION, f"relation from {from_id} to {to_id} joins a region without a label")
     return _joined(regions, [link for link in links if not unlabelled & set(link[:2])], where, skips), names
@@ -189,12 +192,6 @@ def _result_id(result: Dict[str, Any], k: int) -> str:
     """A result's id as relations name it (0 too), or its place (#k) where it has none."""
     given = result.get("id")
     return f"#{k}" if given is None or given == "" else str(given)
-
-
-def _only_empty_labels(result: Any) -> bool:
-    """Whether a labels result's labels are all empty (its region is listed, not an entity)."""
-    labels = result.get("value", {}).get("labels") if isinstance(result, dict) and result.get("type") == "labels" else None
-    return isinstance(labels, list) and bool(labels) and not any(str(label).strip() for label in labels)
 
 
 def _labelled(result: Dict[str, Any], k: int, where: str) -> Iterator[Tuple[str, str]]:

@@ -105,7 +105,12 @@ def w2ner_records(docs: Iterable[Doc], spans_key: str = "w2ner", problems: Optio
     whitespace tokens only is left out. Without ``problems`` either raises ValueError.
     """
     for doc_index, doc in enumerate(docs):
-        kept = [token.i for token in doc if not token.is_space]
+        kept, other_spaces = [], []  # one pass over the tokens: the words, and whitespace not a tokenizer's
+        for token in doc:
+            if not token.is_space:
+                kept.append(token.i)
+            elif not token.text.isascii():
+                other_spaces.append(token.i)
         new_index = {old: new for new, old in enumerate(kept)}
         ner, held = [], set()
         for entity in get_entities(doc, spans_key):
@@ -120,7 +125,7 @@ def w2ner_records(docs: Iterable[Doc], spans_key: str = "w2ner", problems: Optio
                 if not index:
                     continue
             ner.append({"index": index, "type": entity.label})
-        others = [t.i for t in doc if t.is_space and not t.text.isascii() and t.i not in held]
+        others = [i for i in other_spaces if i not in held]
         if others:
             _problem(problems, f"doc {doc_index} ({_name(doc)}): whitespace tokens {[doc[i].text for i in others]} "
                                f"(tokens {others}), which W2NER JSON cannot hold", "; left out of its sentence")  # fmt: skip
